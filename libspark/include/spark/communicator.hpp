@@ -1,0 +1,72 @@
+// The world communicator: collectives over host buffers with fail-stop semantics.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "spark/failure.hpp"
+#include "spark/types.hpp"
+
+namespace spark {
+
+class CommunicatorImpl;
+
+/// Returned by spark::init(). Movable, not copyable. Every collective is blocking, is called by
+/// every rank in the same order, and either completes with correct data on every rank or
+/// throws spark::CommFailure (after which every call throws the same record at once).
+class Communicator {
+ public:
+  explicit Communicator(std::unique_ptr<CommunicatorImpl> impl);
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  ~Communicator();
+
+  int rank() const noexcept;
+  int size() const noexcept;
+  int local_rank() const noexcept;
+  int local_size() const noexcept;
+
+  /// recv may equal send (in place). count elements on every rank.
+  void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  /// send holds size()*recv_count elements; rank r receives block r reduced.
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                      ReduceOp op);
+  /// recv holds size()*send_count elements, block r from rank r.
+  void allgather(const void* send, void* recv, std::size_t send_count, DType dtype);
+  void broadcast(void* buffer, std::size_t count, DType dtype, int root);
+  /// count elements to each rank; send and recv hold size()*count elements.
+  void alltoall(const void* send, void* recv, std::size_t count, DType dtype);
+  /// Counts and displacements in elements, one per rank.
+  void alltoallv(const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
+                 void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs,
+                 DType dtype);
+  void send(const void* buffer, std::size_t count, DType dtype, int peer);
+  void recv(void* buffer, std::size_t count, DType dtype, int peer);
+
+  /// Waits until every rank has called barrier(). Uses SPARK_BARRIER_TIMEOUT_MS (long), not the
+  /// communication timeout: call it after long, skewed preparation (model loading, JIT) so that
+  /// SPARKNET_ROCE_TIMEOUT_MS only ever measures communication.
+  void barrier();
+
+  /// The failure record, if the communicator has failed.
+  std::optional<FailureRecord> failure() const;
+  /// Throws spark::CommFailure carrying the record if the communicator has failed.
+  void check_health() const;
+  /// Deadline of every following wait on a peer; safe to call from any thread at any time.
+  void set_timeout_ms(std::uint32_t ms);
+  std::uint32_t timeout_ms() const noexcept;
+
+  /// Typed helpers.
+  template <class T>
+  void allreduce(std::span<T> inout, ReduceOp op = ReduceOp::sum);
+
+  CommunicatorImpl& impl() noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<CommunicatorImpl> impl_;
+};
+
+}  // namespace spark

@@ -1,0 +1,61 @@
+// How ranks find each other before any transport exists: a PMIx client, an environment
+// rendezvous over TCP (SPARK_RANK/SPARK_SIZE/SPARK_RENDEZVOUS or torchrun's variables), or a
+// singleton. One Bootstrap per process; put/commit/fence/get form a small key-value exchange
+// used to publish transport endpoints.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace spark::bootstrap {
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  virtual std::string_view kind() const = 0;  ///< "pmix" | "env" | "singleton"
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  virtual int node_rank() const = 0;  ///< index of this rank's node
+  /// Identity of this rank's node (SPARK_HOST, PMIx hostname, or hostname).
+  virtual std::string node_id() const = 0;
+  /// Publishes `value` under `key` for this rank; visible to others after commit() + fence().
+  virtual void put(const std::string& key, std::span<const std::byte> value) = 0;
+  virtual void commit() = 0;
+  /// Collective: returns once every rank has called fence() (and its committed data is
+  /// readable). Throws spark::BootstrapError naming the ranks that did not arrive in time.
+  virtual void fence(std::chrono::milliseconds timeout) = 0;
+  /// The value `rank` published under `key` (throws spark::BootstrapError when absent).
+  virtual std::vector<std::byte> get(int rank, const std::string& key) = 0;
+  /// Group abort (PMIx_Abort or equivalent); `message` is the one-line failure report.
+  virtual void abort(int status, const std::string& message) noexcept = 0;
+};
+
+/// PMIx (when PMIX_RANK / PMIX_NAMESPACE are set), then env rendezvous (SPARK_RANK/SPARK_SIZE
+/// or RANK/WORLD_SIZE), then singleton; SPARK_BOOTSTRAP forces one. Throws spark::ConfigError
+/// or spark::BootstrapError.
+std::unique_ptr<Bootstrap> make_bootstrap(const config::Config& config);
+
+/// The individual kinds (tests, and forced selection). make_pmix_bootstrap throws
+/// spark::BootstrapError when libspark was built without PMIx.
+std::unique_ptr<Bootstrap> make_pmix_bootstrap(const config::Config& config);
+std::unique_ptr<Bootstrap> make_env_bootstrap(const config::Config& config);
+std::unique_ptr<Bootstrap> make_singleton_bootstrap(const config::Config& config);
+
+/// Convenience for string payloads.
+inline std::span<const std::byte> as_bytes(std::string_view s) noexcept {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+inline std::string to_string(const std::vector<std::byte>& v) {
+  return {reinterpret_cast<const char*>(v.data()), v.size()};
+}
+
+}  // namespace spark::bootstrap

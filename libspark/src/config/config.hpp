@@ -1,0 +1,145 @@
+// libspark's configuration: one declarative table of every environment knob, strict parsing,
+// and an immutable snapshot read once when a communicator starts.
+//
+//   auto cfg = spark::config::Config::from_environment();   // throws spark::ConfigError
+//   cfg.timeout_ms();                                        // SPARKNET_ROCE_TIMEOUT_MS
+//
+// Tests build snapshots with Config::from_map({{"SPARK_RANK", "1"}, ...}) instead of setenv.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spark::config {
+
+/// How a knob's value is parsed and checked.
+enum class KnobType : std::uint8_t {
+  integer,       ///< decimal integer in [min, max]
+  milliseconds,  ///< decimal integer number of milliseconds in [min, max]
+  choice,        ///< one of the '|'-separated words in `choices`
+  string,        ///< free text (must not be empty when set)
+  path,          ///< a file system path (must not be empty when set)
+  host_port,     ///< HOST:PORT, PORT in 1..65535
+  refused,       ///< a removed variable: setting it at all (even empty) is an error
+};
+
+/// Who normally sets the variable (used to group the generated reference).
+enum class KnobOrigin : std::uint8_t {
+  user,      ///< tuning knobs a user sets
+  launcher,  ///< set by sparkrun for every rank (may also be set by hand)
+  torchrun,  ///< torchrun's variables, read for compatibility
+  removed,   ///< refused variables of the old RoCE library
+};
+
+struct Knob {
+  std::string_view name;
+  std::string_view type;           ///< human-readable type, e.g. "milliseconds", "auto|tcp|shm|roce"
+  std::string_view default_value;  ///< "" = unset (no default)
+  std::string_view doc;            ///< one or two sentences for --print-config and the docs
+  KnobType kind = KnobType::string;
+  KnobOrigin origin = KnobOrigin::user;
+  std::int64_t min = 0;            ///< integer / milliseconds only
+  std::int64_t max = 0;            ///< integer / milliseconds only
+  std::string_view choices;        ///< choice only, '|'-separated
+};
+
+/// Every variable libspark reads (SPARK_*, SPARKNET_*, torchrun's), in a fixed order.
+std::span<const Knob> knobs() noexcept;
+/// The table entry for `name`, or nullptr.
+const Knob* find_knob(std::string_view name) noexcept;
+
+enum class Transport : std::uint8_t { auto_select, tcp, shm, roce };
+enum class BootstrapKind : std::uint8_t { auto_select, pmix, env, singleton };
+enum class LogLevel : std::uint8_t { error, warn, info, trace };
+
+/// Where a value in a snapshot came from.
+enum class Source : std::uint8_t { default_value, environment, map };
+
+/// An immutable snapshot of every knob, validated as a whole. Copyable, cheap.
+class Config {
+ public:
+  /// Defaults only (as from_map({})).
+  Config();
+
+  /// Reads every knob from the process environment once. Throws spark::ConfigError naming the
+  /// variable, its value and the accepted range for the first invalid or refused variable.
+  static Config from_environment();
+  /// The same checks on a map of NAME -> value (tests; no setenv). Names not in the table are
+  /// ignored except PMIX_* detection variables (PMIX_RANK, PMIX_NAMESPACE).
+  static Config from_map(const std::map<std::string, std::string>& values);
+
+  // --- fail-stop and timeouts --------------------------------------------------------------
+  std::uint32_t timeout_ms() const noexcept;          ///< SPARKNET_ROCE_TIMEOUT_MS (10000)
+  std::uint32_t barrier_timeout_ms() const noexcept;  ///< SPARK_BARRIER_TIMEOUT_MS (600000)
+  std::uint32_t join_timeout_ms() const noexcept;     ///< SPARK_JOIN_TIMEOUT_MS (60000)
+
+  // --- transports --------------------------------------------------------------------------
+  Transport transport() const noexcept;            ///< SPARK_TRANSPORT (auto)
+  int tcp_lanes() const noexcept;                  ///< SPARK_TCP_LANES (connections per peer)
+  std::optional<std::string> tcp_addr() const;     ///< SPARK_TCP_ADDR (IPv4 to listen on/publish)
+  std::uint32_t spin_us() const noexcept;          ///< SPARK_SPIN_US (spin before blocking)
+  std::optional<std::string> ib_hca() const;       ///< SPARK_IB_HCA (comma list of devices)
+  std::optional<int> ib_gid_index() const;         ///< SPARK_IB_GID_INDEX (unset = from sysfs)
+  std::optional<std::string> lanes() const;        ///< SPARK_LANES (set by sparkrun)
+
+  // --- bootstrap -----------------------------------------------------------------------------
+  BootstrapKind bootstrap() const noexcept;        ///< SPARK_BOOTSTRAP (auto)
+  /// True when PMIX_RANK or PMIX_NAMESPACE was present: a PMIx server launched this process.
+  bool pmix_present() const noexcept;
+  std::optional<int> rank() const;                 ///< SPARK_RANK
+  std::optional<int> size() const;                 ///< SPARK_SIZE
+  std::optional<int> local_rank() const;           ///< SPARK_LOCAL_RANK
+  std::optional<int> local_size() const;           ///< SPARK_LOCAL_SIZE
+  std::optional<int> node_rank() const;            ///< SPARK_NODE_RANK
+  std::optional<std::string> job_id() const;       ///< SPARK_JOB_ID
+  std::optional<std::string> host() const;         ///< SPARK_HOST (node identity)
+  std::optional<std::string> rendezvous() const;   ///< SPARK_RENDEZVOUS (host:port)
+  std::optional<std::string> cpuset() const;       ///< SPARK_CPUSET
+  std::optional<int> torch_rank() const;           ///< RANK
+  std::optional<int> torch_world_size() const;     ///< WORLD_SIZE
+  std::optional<int> torch_local_rank() const;     ///< LOCAL_RANK
+  std::optional<int> torch_local_world_size() const;  ///< LOCAL_WORLD_SIZE
+  std::optional<std::string> master_addr() const;  ///< MASTER_ADDR
+  std::optional<int> master_port() const;          ///< MASTER_PORT
+
+  // --- diagnostics ---------------------------------------------------------------------------
+  LogLevel log_level() const noexcept;             ///< SPARK_LOG level part (warn)
+  /// SPARK_LOG subsystems ("SPARK_LOG=info:tcp,bootstrap"); empty = all.
+  const std::vector<std::string>& log_subsystems() const noexcept;
+  std::optional<std::string> trace_path() const;   ///< SPARK_TRACE
+  std::optional<std::string> topology_xml() const; ///< SPARK_TOPOLOGY_XML
+
+  // --- generic access ------------------------------------------------------------------------
+  /// The raw (validated) value of a knob, or nullopt when unset and without default.
+  std::optional<std::string> value(std::string_view name) const;
+  Source source(std::string_view name) const;
+  /// SPARK_* / SPARKNET_* names that were set but are not in the table (likely typos).
+  const std::vector<std::string>& unknown_variables() const noexcept;
+  /// For `sparkrun --print-config`: one block per knob with value, source and doc.
+  std::string describe_sources() const;
+
+ private:
+  struct Entry {
+    std::optional<std::string> value;
+    Source source = Source::default_value;
+  };
+  static Config build(const std::map<std::string, std::string>& values, Source source);
+  const Entry& entry(std::string_view name) const;
+
+  std::map<std::string, Entry, std::less<>> entries_;
+  std::vector<std::string> unknown_;
+  std::vector<std::string> log_subsystems_;
+  bool pmix_present_ = false;
+};
+
+/// Strict parsing helpers (exposed for the launcher and tests). Each throws spark::ConfigError
+/// with the exact message format used by Config.
+std::int64_t parse_integer(const Knob& knob, std::string_view value);
+std::string_view parse_choice(const Knob& knob, std::string_view value);
+
+}  // namespace spark::config

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Runs a test script inside a small qemu VM (software emulation, no KVM) that boots Debian's
+# own kernel with Soft-RoCE (rdma_rxe), so that verbs code paths run for real on a host whose
+# kernel has no RDMA. See docs/roce.md and tests/rdma/README.md.
+#
+#   vm_run.sh [--cache DIR] [--work DIR] [--timeout S] [--lanes N] [--bin FILE]... SCRIPT
+#
+# SCRIPT is a /bin/sh script run inside the VM as /test.sh with every --bin FILE in /bin.
+# Devices inside: dummy netdev dN (10.50.N.1/24) with rxe device rxeN, N = 0..lanes-1.
+# Exit code: the script's exit code as printed by the VM's verdict marker; 3 when the VM
+# printed no verdict (crash, timeout); 4 for a harness error (download, build).
+set -euo pipefail
+
+cache=${SPARK_VM_CACHE:-/var/cache/sparkrun/vm}
+work=""
+timeout_s=170
+lanes=1
+bins=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --cache) cache=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --timeout) timeout_s=$2; shift 2 ;;
+    --lanes) lanes=$2; shift 2 ;;
+    --bin) bins+=("$2"); shift 2 ;;
+    -*) echo "vm_run: unknown option $1" >&2; exit 4 ;;
+    *) break ;;
+  esac
+done
+[[ $# -eq 1 ]] || { echo "vm_run: usage: vm_run.sh [options] SCRIPT" >&2; exit 4; }
+script=$1
+[[ -r "$script" ]] || { echo "vm_run: cannot read $script" >&2; exit 4; }
+[[ "$lanes" =~ ^[1-4]$ ]] || { echo "vm_run: --lanes must be 1..4" >&2; exit 4; }
+
+die() { echo "vm_run: $*" >&2; exit 4; }
+for tool in qemu-system-x86_64 busybox cpio gzip depmod modprobe dpkg-deb apt-get apt-cache flock; do
+  command -v "$tool" >/dev/null || die "$tool not found: run ./scripts/deps --test"
+done
+busybox_bin=$(command -v busybox)
+
+# --- 1. the kernel: the real package behind linux-image-amd64, cached by version ----------
+mkdir -p "$cache" 2>/dev/null || die "cannot create cache dir $cache (set SPARK_VM_CACHE)"
+cache=$(cd "$cache" && pwd)
+pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
+[[ -n "$pkg" ]] || die "cannot resolve linux-image-amd64 (apt-get update?)"
+kver=${pkg#linux-image-}
+pver=$(apt-cache policy "$pkg" | awk '/Candidate:/{print $2; exit}')
+kdir="$cache/$pkg-$pver"
+exec 9>"$cache/.lock"
+flock 9  # parallel tests share one download/extract
+if [[ ! -f "$kdir/.done" ]]; then
+  rm -rf "$kdir" "$cache/dl"
+  mkdir -p "$cache/dl"
+  echo "vm_run: fetching $pkg $pver from the apt mirror (once per kernel version)" >&2
+  (cd "$cache/dl" && apt-get download "$pkg" >/dev/null 2>"$cache/dl/apt.log") ||
+    { cat "$cache/dl/apt.log" >&2; die "apt-get download $pkg failed"; }
+  dpkg-deb -x "$cache"/dl/*.deb "$kdir.tmp" || die "dpkg-deb -x failed"
+  rm -rf "$cache/dl"
+  # The .deb ships no modules.dep.
+  depmod -b "$kdir.tmp" "$kver" || die "depmod failed"
+  mv "$kdir.tmp" "$kdir"
+  touch "$kdir/.done"
+fi
+flock -u 9
+
+# --- 2. the initramfs ----------------------------------------------------------------------
+if [[ -z "$work" ]]; then work=$(mktemp -d /tmp/sparkvm.XXXXXX); trap 'rm -rf "$work"' EXIT; fi
+mkdir -p "$work" && work=$(cd "$work" && pwd)
+root="$work/root"
+rm -rf "$root"
+mkdir -p "$root"/{bin,sbin,etc,proc,sys,dev,tmp,run,lib/modules,usr/lib,etc/libibverbs.d}
+for a in $("$busybox_bin" --list); do
+  [[ -e "$root/bin/$a" ]] || ln -s busybox "$root/bin/$a"
+done
+
+# Modules in load order (rdma_rxe needs crc32 at run time but does not declare it).
+modlist="$work/modules.txt"
+: >"$modlist"
+for m in crc32_generic rdma_rxe dummy; do
+  modprobe -d "$kdir" -S "$kver" --show-depends "$m" | awk '$1=="insmod"{print $2}' >>"$modlist" ||
+    die "modprobe --show-depends $m failed"
+done
+awk '!seen[$0]++' "$modlist" >"$modlist.u"
+: >"$root/modules.order"
+while read -r path; do
+  base=$(basename "$path")
+  cp "$path" "$root/lib/modules/$base"
+  echo "$base" >>"$root/modules.order"
+done <"$modlist.u"
+
+# Binaries and every library they load (plus the rxe verbs provider, dlopen'ed by libibverbs).
+provider=$(ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so 2>/dev/null | head -1)
+[[ -n "$provider" ]] || die "rxe provider not found: apt-get install ibverbs-providers"
+copy_with_libs() {  # $1 file, $2 destination path inside root
+  local f=$1 dest=$2
+  mkdir -p "$root/$(dirname "$dest")"
+  rm -f "$root/$dest"
+  cp -L "$f" "$root/$dest"
+  { ldd "$f" 2>/dev/null || true; } | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}' | while read -r lib; do
+    [[ -e "$root$lib" ]] && continue
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+  done
+}
+copy_with_libs "$busybox_bin" /bin/busybox  # busybox-static: no libraries
+copy_with_libs "$provider" "$provider"
+cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
+# busybox-static runs its own applets before PATH: real iproute2 under /usr/sbin.
+copy_with_libs "$(command -v ip)" /usr/sbin/ip
+copy_with_libs "$(command -v rdma)" /usr/sbin/rdma
+for b in ibv_devinfo ibv_rc_pingpong; do
+  p=$(command -v "$b" || true)
+  [[ -n "$p" ]] && copy_with_libs "$p" "/usr/bin/$b"
+done
+for b in "${bins[@]}"; do
+  [[ -x "$b" ]] || die "test binary $b missing or not executable"
+  copy_with_libs "$b" "/bin/$(basename "$b")"
+done
+cp "$script" "$root/test.sh"
+chmod +x "$root/test.sh"
+# Shared libraries are found through the standard paths; give ld.so a cache-free hint.
+echo "/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu" >"$root/etc/ld_library_path"
+
+cat >"$root/init" <<INIT
+#!/bin/sh
+export PATH=/bin:/usr/sbin:/usr/bin
+export LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+ulimit -l unlimited
+for m in \$(cat /modules.order); do
+  insmod /lib/modules/\$m || echo "init: insmod \$m failed"
+done
+/usr/sbin/ip link set lo up
+i=0
+while [ \$i -lt $lanes ]; do
+  /usr/sbin/ip link add d\$i type dummy
+  /usr/sbin/ip addr add 10.50.\$i.1/24 dev d\$i
+  /usr/sbin/ip link set d\$i up
+  /usr/sbin/rdma link add rxe\$i type rxe netdev d\$i
+  i=\$((i+1))
+done
+echo "SPARK_VM_READY"
+cd /tmp
+/bin/sh /test.sh
+rc=\$?
+echo "SPARK_VM_VERDICT rc=\$rc"
+sync
+poweroff -f
+INIT
+chmod +x "$root/init"
+
+(cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$work/initrd.cpio.gz"
+
+# --- 3. boot ------------------------------------------------------------------------------
+log="$work/console.log"
+echo "vm_run: booting $kver (tcg), console log $log" >&2
+set +e
+timeout -k 5 "$timeout_s" qemu-system-x86_64 -accel tcg -m 2048 -smp 2 -nographic -no-reboot \
+  -nic none -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$work/initrd.cpio.gz" \
+  -append "console=ttyS0 quiet panic=-1 oops=panic" </dev/null 2>&1 | tee "$log" | tr -d '\r'
+qrc=${PIPESTATUS[0]}
+set -e
+verdict=$(tr -d '\r' <"$log" | sed -n 's/^SPARK_VM_VERDICT rc=\([0-9]*\)$/\1/p' | tail -1)
+if [[ -z "$verdict" ]]; then
+  if [[ $qrc -eq 124 || $qrc -eq 137 ]]; then
+    echo "vm_run: no verdict: the VM ran past ${timeout_s}s" >&2
+  else
+    echo "vm_run: no verdict: qemu exited with $qrc" >&2
+  fi
+  exit 3
+fi
+echo "vm_run: verdict rc=$verdict" >&2
+exit "$verdict"

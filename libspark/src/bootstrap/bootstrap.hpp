@@ -36,6 +36,10 @@ class Bootstrap {
   /// The value `rank` published under `key` (throws spark::BootstrapError when absent).
   virtual std::vector<std::byte> get(int rank, const std::string& key) = 0;
   /// Group abort (PMIx_Abort or equivalent); `message` is the one-line failure report.
+  /// Does not return: after reporting, the process exits with `status` (1 when 0).
+  /// pmix: PMIx_Abort (the launcher ends every rank and prints the message);
+  /// env: rank 0's store is told, the message goes to stderr, the peers see the connections
+  /// of this process close and fail at once; singleton: stderr.
   virtual void abort(int status, const std::string& message) noexcept = 0;
 };
 
@@ -49,6 +53,9 @@ std::unique_ptr<Bootstrap> make_bootstrap(const config::Config& config);
 std::unique_ptr<Bootstrap> make_pmix_bootstrap(const config::Config& config);
 std::unique_ptr<Bootstrap> make_env_bootstrap(const config::Config& config);
 std::unique_ptr<Bootstrap> make_singleton_bootstrap(const config::Config& config);
+
+/// Whether this build of libspark has the PMIx client.
+bool pmix_available() noexcept;
 
 /// Convenience for string payloads.
 inline std::span<const std::byte> as_bytes(std::string_view s) noexcept {

@@ -128,13 +128,24 @@ class Config {
     std::optional<std::string> value;
     Source source = Source::default_value;
   };
+  struct Blank {};
+  explicit Config(Blank) {}
   static Config build(const std::map<std::string, std::string>& values, Source source);
   const Entry& entry(std::string_view name) const;
+  std::optional<int> int_value(std::string_view name) const;
 
   std::map<std::string, Entry, std::less<>> entries_;
   std::vector<std::string> unknown_;
   std::vector<std::string> log_subsystems_;
   bool pmix_present_ = false;
+  std::uint32_t timeout_ms_ = 0;
+  std::uint32_t barrier_timeout_ms_ = 0;
+  std::uint32_t join_timeout_ms_ = 0;
+  std::uint32_t spin_us_ = 0;
+  int tcp_lanes_ = 0;
+  Transport transport_ = Transport::auto_select;
+  BootstrapKind bootstrap_ = BootstrapKind::auto_select;
+  LogLevel log_level_ = LogLevel::warn;
 };
 
 /// Strict parsing helpers (exposed for the launcher and tests). Each throws spark::ConfigError

@@ -1,0 +1,23 @@
+// Node identity and the local-rank layout derived from every rank's node id.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace spark::bootstrap {
+
+struct NodeLayout {
+  int node_rank = 0;   ///< index of this rank's node, nodes numbered by their lowest rank
+  int local_rank = 0;  ///< position among the ranks with the same node id
+  int local_size = 1;
+};
+
+/// node_ids[r] is rank r's node id.
+NodeLayout derive_layout(const std::vector<std::string>& node_ids, int rank);
+
+/// SPARK_HOST when set (the launcher's node name: namespaces share hostnames), else hostname.
+std::string local_node_id(const config::Config& config);
+
+}  // namespace spark::bootstrap

@@ -1,0 +1,233 @@
+// PMIx client bootstrap: under sparkrun, `srun --mpi=pmix`, mpirun, or any PMIx server.
+// Endpoints go through PMIx_Put/Commit, PMIx_Fence(collect) and PMIx_Get.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/node_layout.hpp"
+#include "spark/error.hpp"
+
+#ifdef SPARK_HAVE_PMIX
+#include <pmix.h>
+#endif
+
+namespace spark::bootstrap {
+
+#ifdef SPARK_HAVE_PMIX
+namespace {
+
+// One pmix_value_t* from PMIx_Get, released on scope exit.
+class PmixValue {
+ public:
+  PmixValue() = default;
+  ~PmixValue() {
+    if (value_ != nullptr) PMIX_VALUE_RELEASE(value_);
+  }
+  PmixValue(const PmixValue&) = delete;
+  PmixValue& operator=(const PmixValue&) = delete;
+  pmix_value_t** out() noexcept { return &value_; }
+  const pmix_value_t* get() const noexcept { return value_; }
+
+ private:
+  pmix_value_t* value_ = nullptr;
+};
+
+std::optional<long long> as_integer(const pmix_value_t& v) {
+  switch (v.type) {
+    case PMIX_UINT8:
+      return v.data.uint8;
+    case PMIX_UINT16:
+      return v.data.uint16;
+    case PMIX_UINT32:
+      return v.data.uint32;
+    case PMIX_UINT64:
+      return static_cast<long long>(v.data.uint64);
+    case PMIX_INT:
+      return v.data.integer;
+    case PMIX_INT32:
+      return v.data.int32;
+    case PMIX_INT64:
+      return v.data.int64;
+    case PMIX_SIZE:
+      return static_cast<long long>(v.data.size);
+    case PMIX_PROC_RANK:
+      return v.data.rank;
+    default:
+      return std::nullopt;
+  }
+}
+
+class PmixBootstrap final : public Bootstrap {
+ public:
+  explicit PmixBootstrap(const config::Config& config) {
+    const pmix_status_t rc = PMIx_Init(&self_, nullptr, 0);
+    if (rc != PMIX_SUCCESS) {
+      throw BootstrapError(fmt::format(
+          "PMIx: PMIx_Init failed ({}) although PMIX_RANK/PMIX_NAMESPACE are set: the PMIx "
+          "server that started this process is gone or incompatible. Run under sparkrun or "
+          "srun --mpi=pmix, or unset the PMIX_* variables to use SPARK_RANK/SPARK_SIZE",
+          PMIx_Error_string(rc)));
+    }
+    initialized_ = true;
+    try {
+      pmix_proc_t job = self_;
+      job.rank = PMIX_RANK_WILDCARD;
+      size_ = static_cast<int>(required(job, PMIX_JOB_SIZE));
+      local_rank_ = static_cast<int>(optional(self_, PMIX_LOCAL_RANK).value_or(0));
+      local_size_ = static_cast<int>(optional(job, PMIX_LOCAL_SIZE).value_or(1));
+      if (auto n = config.node_rank()) {
+        node_rank_ = *n;  // sparkrun numbers nodes in host-list order
+      } else {
+        node_rank_ = static_cast<int>(optional(self_, PMIX_NODEID).value_or(0));
+      }
+      node_id_ = hostname().value_or(local_node_id(config));
+      if (auto host = config.host()) node_id_ = *host;
+    } catch (...) {
+      PMIx_Finalize(nullptr, 0);
+      throw;
+    }
+  }
+
+  ~PmixBootstrap() override {
+    if (initialized_) PMIx_Finalize(nullptr, 0);
+  }
+
+  std::string_view kind() const override { return "pmix"; }
+  int rank() const override { return static_cast<int>(self_.rank); }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  int node_rank() const override { return node_rank_; }
+  std::string node_id() const override { return node_id_; }
+
+  void put(const std::string& key, std::span<const std::byte> value) override {
+    pmix_value_t v;
+    PMIX_VALUE_CONSTRUCT(&v);
+    v.type = PMIX_BYTE_OBJECT;
+    // PMIx_Put copies the bytes; the const_cast only satisfies its C signature.
+    v.data.bo.bytes = const_cast<char*>(reinterpret_cast<const char*>(value.data()));
+    v.data.bo.size = value.size();
+    const pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &v);
+    if (rc != PMIX_SUCCESS) {
+      throw BootstrapError(fmt::format("PMIx: PMIx_Put(\"{}\") failed: {}", key,
+                                       PMIx_Error_string(rc)));
+    }
+  }
+
+  void commit() override {
+    const pmix_status_t rc = PMIx_Commit();
+    if (rc != PMIX_SUCCESS) {
+      throw BootstrapError(fmt::format("PMIx: PMIx_Commit failed: {}", PMIx_Error_string(rc)));
+    }
+  }
+
+  void fence(std::chrono::milliseconds timeout) override {
+    bool collect = true;
+    // PMIx counts whole seconds; round up so that a short timeout never becomes "infinite" (0).
+    int seconds = static_cast<int>(std::max<std::int64_t>(1, (timeout.count() + 999) / 1000));
+    pmix_info_t info[2];
+    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &seconds, PMIX_INT);
+    const pmix_status_t rc = PMIx_Fence(nullptr, 0, info, 2);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    if (rc == PMIX_ERR_TIMEOUT) {
+      throw BootstrapError(fmt::format(
+          "PMIx: rank {}: fence timed out after {} ms: not every rank of the job reached it (a "
+          "rank is stuck before init or was never started; the launcher's output says which)",
+          rank(), timeout.count()));
+    }
+    if (rc != PMIX_SUCCESS) {
+      throw BootstrapError(fmt::format("PMIx: rank {}: PMIx_Fence failed: {} (a rank of the job "
+                                       "has probably exited)",
+                                       rank(), PMIx_Error_string(rc)));
+    }
+  }
+
+  std::vector<std::byte> get(int rank, const std::string& key) override {
+    if (rank < 0 || rank >= size_) {
+      throw InvalidUsage(fmt::format("bootstrap get: rank {} out of range 0..{}", rank, size_ - 1));
+    }
+    pmix_proc_t proc = self_;
+    proc.rank = static_cast<pmix_rank_t>(rank);
+    PmixValue value;
+    const pmix_status_t rc = PMIx_Get(&proc, key.c_str(), nullptr, 0, value.out());
+    if (rc != PMIX_SUCCESS || value.get() == nullptr) {
+      throw BootstrapError(fmt::format("PMIx: rank {} has not published \"{}\": {}", rank, key,
+                                       PMIx_Error_string(rc)));
+    }
+    if (value.get()->type != PMIX_BYTE_OBJECT) {
+      throw BootstrapError(fmt::format("PMIx: \"{}\" of rank {} is not a byte object", key, rank));
+    }
+    const auto& bo = value.get()->data.bo;
+    const auto* p = reinterpret_cast<const std::byte*>(bo.bytes);
+    return {p, p + bo.size};
+  }
+
+  void abort(int status, const std::string& message) noexcept override {
+    const int code = status == 0 ? 1 : status;
+    // Asks the server to end the whole job (every rank, every node) with this message.
+    const pmix_status_t rc = PMIx_Abort(code, message.c_str(), nullptr, 0);
+    if (rc != PMIX_SUCCESS) {
+      std::fprintf(stderr, "spark: rank %u: PMIx_Abort failed (%s): %s\n",
+                   static_cast<unsigned>(self_.rank), PMIx_Error_string(rc), message.c_str());
+      std::fflush(stderr);
+    }
+    _exit(code);
+  }
+
+ private:
+  long long required(const pmix_proc_t& proc, const char* key) {
+    if (auto v = optional(proc, key)) return *v;
+    throw BootstrapError(fmt::format("PMIx: the server does not provide {}: it is not a "
+                                     "complete PMIx launcher",
+                                     key));
+  }
+
+  std::optional<long long> optional(const pmix_proc_t& proc, const char* key) {
+    PmixValue value;
+    if (PMIx_Get(&proc, key, nullptr, 0, value.out()) != PMIX_SUCCESS || value.get() == nullptr) {
+      return std::nullopt;
+    }
+    return as_integer(*value.get());
+  }
+
+  std::optional<std::string> hostname() {
+    PmixValue value;
+    if (PMIx_Get(&self_, PMIX_HOSTNAME, nullptr, 0, value.out()) != PMIX_SUCCESS ||
+        value.get() == nullptr || value.get()->type != PMIX_STRING ||
+        value.get()->data.string == nullptr) {
+      return std::nullopt;
+    }
+    return std::string(value.get()->data.string);
+  }
+
+  pmix_proc_t self_{};
+  bool initialized_ = false;
+  int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  int node_rank_ = 0;
+  std::string node_id_;
+};
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> make_pmix_bootstrap(const config::Config& config) {
+  return std::make_unique<PmixBootstrap>(config);
+}
+
+#else  // !SPARK_HAVE_PMIX
+
+std::unique_ptr<Bootstrap> make_pmix_bootstrap(const config::Config&) {
+  throw BootstrapError(
+      "PMIx bootstrap requested but libspark was built without PMIx: install libpmix-dev and "
+      "rebuild with -DSPARK_ENABLE_PMIX=ON");
+}
+
+#endif
+
+}  // namespace spark::bootstrap

@@ -1,0 +1,132 @@
+// The declarative knob table: the single source of truth for every environment variable
+// libspark reads. docs/configuration.md and `sparkrun --print-config` are generated from it.
+#include <algorithm>
+
+#include "config/config.hpp"
+
+namespace spark::config {
+namespace {
+
+constexpr std::int64_t kMaxRanks = 1 << 20;
+
+// Field order: name, type, default, doc, kind, origin, min, max, choices.
+constexpr Knob kKnobs[] = {
+    // --- fail-stop -----------------------------------------------------------------------------
+    {"SPARKNET_ROCE_TIMEOUT_MS", "milliseconds", "10000",
+     "How long every wait on a peer may take before the communicator fails with a record naming "
+     "rank, peer, lane and sequence number. Applies to every transport (roce, tcp, shm) and to "
+     "the ring relay. Change it at run time with comm.set_timeout_ms().",
+     KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}},
+    {"SPARK_BARRIER_TIMEOUT_MS", "milliseconds", "600000",
+     "Deadline of spark::barrier() (and the barrier at the end of init). Long on purpose: call "
+     "barrier() after model loading or JIT so that SPARKNET_ROCE_TIMEOUT_MS only measures "
+     "communication.",
+     KnobType::milliseconds, KnobOrigin::user, 1, 86'400'000, {}},
+    {"SPARK_JOIN_TIMEOUT_MS", "milliseconds", "60000",
+     "How long the environment rendezvous waits for every rank to join (connect to rank 0's "
+     "store, reach a fence). On expiry the error names the ranks that never arrived.",
+     KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}},
+    // --- transports ----------------------------------------------------------------------------
+    {"SPARK_TRANSPORT", "auto|tcp|shm|roce", "auto",
+     "Transport for every peer. auto: shm for ranks on the same node, roce across nodes when "
+     "RDMA devices exist, else tcp.",
+     KnobType::choice, KnobOrigin::user, 0, 0, "auto|tcp|shm|roce"},
+    {"SPARK_TCP_LANES", "integer", "2",
+     "TCP connections per peer; large messages are striped across them.", KnobType::integer,
+     KnobOrigin::user, 1, 16, {}},
+    {"SPARK_TCP_ADDR", "IPv4 address", "",
+     "Address the tcp transport listens on and publishes. Unset: the address of the interface "
+     "that reaches the rendezvous or the node's primary address.",
+     KnobType::string, KnobOrigin::user, 0, 0, {}},
+    {"SPARK_SPIN_US", "microseconds", "50",
+     "How long a wait spins before it blocks (epoll/futex). Busy-polling starves other ranks on "
+     "small machines; 0 blocks at once.",
+     KnobType::integer, KnobOrigin::user, 0, 1'000'000, {}},
+    {"SPARK_IB_HCA", "device list", "",
+     "Comma-separated RDMA devices to use (e.g. rocep1s0f0,roceP2p1s0f0). Unset: every CX7 "
+     "function that reaches a peer.",
+     KnobType::string, KnobOrigin::user, 0, 0, {}},
+    {"SPARK_IB_GID_INDEX", "integer", "",
+     "Pins the RoCE GID index. Unset (recommended): the IPv4 RoCEv2 GID is resolved per device "
+     "from sysfs at start-up, because the index differs per node and can change.",
+     KnobType::integer, KnobOrigin::user, 0, 255, {}},
+    // --- bootstrap -----------------------------------------------------------------------------
+    {"SPARK_BOOTSTRAP", "auto|pmix|env|singleton", "auto",
+     "How ranks find each other. auto: PMIx when a PMIx server started the process (PMIX_RANK or "
+     "PMIX_NAMESPACE set), else the environment rendezvous when SPARK_RANK/SPARK_SIZE or "
+     "RANK/WORLD_SIZE are set, else a single rank.",
+     KnobType::choice, KnobOrigin::user, 0, 0, "auto|pmix|env|singleton"},
+    {"SPARK_RENDEZVOUS", "HOST:PORT", "",
+     "Address of the environment rendezvous: rank 0 listens on PORT, the others connect to "
+     "HOST:PORT. Falls back to MASTER_ADDR:MASTER_PORT.",
+     KnobType::host_port, KnobOrigin::user, 0, 0, {}},
+    {"SPARK_RANK", "integer", "", "This process's rank, 0..SPARK_SIZE-1.", KnobType::integer,
+     KnobOrigin::launcher, 0, kMaxRanks - 1, {}},
+    {"SPARK_SIZE", "integer", "", "Number of ranks in the job.", KnobType::integer,
+     KnobOrigin::launcher, 1, kMaxRanks, {}},
+    {"SPARK_LOCAL_RANK", "integer", "",
+     "Rank among the ranks of this node. The environment rendezvous derives it from SPARK_HOST "
+     "when unset.",
+     KnobType::integer, KnobOrigin::launcher, 0, kMaxRanks - 1, {}},
+    {"SPARK_LOCAL_SIZE", "integer", "", "Number of ranks on this node.", KnobType::integer,
+     KnobOrigin::launcher, 1, kMaxRanks, {}},
+    {"SPARK_NODE_RANK", "integer", "", "Index of this rank's node in the job.", KnobType::integer,
+     KnobOrigin::launcher, 0, kMaxRanks - 1, {}},
+    {"SPARK_JOB_ID", "string", "", "Identifier of the job (names shared-memory segments, traces).",
+     KnobType::string, KnobOrigin::launcher, 0, 0, {}},
+    {"SPARK_HOST", "string", "",
+     "Name of this rank's node from the launcher's host list: node identity for local ranks "
+     "and shared memory. Unset: gethostname().",
+     KnobType::string, KnobOrigin::launcher, 0, 0, {}},
+    {"SPARK_CPUSET", "cpu list", "", "Cores this rank is bound to, e.g. 15-19 (informational).",
+     KnobType::string, KnobOrigin::launcher, 0, 0, {}},
+    {"SPARK_LANES", "device list", "",
+     "RDMA functions chosen for this rank by the launcher's binding plan, e.g. "
+     "rocep1s0f0,roceP2p1s0f0.",
+     KnobType::string, KnobOrigin::launcher, 0, 0, {}},
+    // --- diagnostics ---------------------------------------------------------------------------
+    {"SPARK_LOG", "LEVEL[:SUBSYS,...]", "warn",
+     "Log level (error|warn|info|trace), optionally limited to subsystems, e.g. "
+     "info:bootstrap,tcp. Lines are prefixed host:pid [rank] subsystem.",
+     KnobType::string, KnobOrigin::user, 0, 0, {}},
+    {"SPARK_TRACE", "path", "",
+     "Write a Chrome/Perfetto trace of every op and step wait. Under sparkrun the per-rank files "
+     "are merged into PATH.",
+     KnobType::path, KnobOrigin::user, 0, 0, {}},
+    {"SPARK_TOPOLOGY_XML", "path", "",
+     "Load the hwloc topology from this XML file instead of discovering the machine.",
+     KnobType::path, KnobOrigin::user, 0, 0, {}},
+    // --- torchrun compatibility ----------------------------------------------------------------
+    {"RANK", "integer", "", "torchrun's rank; used when SPARK_RANK is unset.", KnobType::integer,
+     KnobOrigin::torchrun, 0, kMaxRanks - 1, {}},
+    {"WORLD_SIZE", "integer", "", "torchrun's number of ranks; used when SPARK_SIZE is unset.",
+     KnobType::integer, KnobOrigin::torchrun, 1, kMaxRanks, {}},
+    {"LOCAL_RANK", "integer", "", "torchrun's local rank.", KnobType::integer,
+     KnobOrigin::torchrun, 0, kMaxRanks - 1, {}},
+    {"LOCAL_WORLD_SIZE", "integer", "", "torchrun's ranks per node.", KnobType::integer,
+     KnobOrigin::torchrun, 1, kMaxRanks, {}},
+    {"MASTER_ADDR", "host", "", "torchrun's rendezvous host; used when SPARK_RENDEZVOUS is unset.",
+     KnobType::string, KnobOrigin::torchrun, 0, 0, {}},
+    {"MASTER_PORT", "integer", "", "torchrun's rendezvous port.", KnobType::integer,
+     KnobOrigin::torchrun, 1, 65535, {}},
+    // --- removed -------------------------------------------------------------------------------
+    {"SPARKNET_ROCE_SPIN_LIMIT", "refused", "",
+     "Removed. It counted polls; it was replaced by SPARKNET_ROCE_TIMEOUT_MS in milliseconds. "
+     "Setting it (even empty) is an error; do not copy its value over.",
+     KnobType::refused, KnobOrigin::removed, 0, 0, {}},
+    {"SPARKNET_ROCE_KERNELS", "refused", "",
+     "Removed option. Setting it (even empty) is an error.", KnobType::refused,
+     KnobOrigin::removed, 0, 0, {}},
+};
+
+}  // namespace
+
+std::span<const Knob> knobs() noexcept { return kKnobs; }
+
+const Knob* find_knob(std::string_view name) noexcept {
+  auto it = std::find_if(std::begin(kKnobs), std::end(kKnobs),
+                         [&](const Knob& k) { return k.name == name; });
+  return it == std::end(kKnobs) ? nullptr : &*it;
+}
+
+}  // namespace spark::config

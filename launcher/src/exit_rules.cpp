@@ -1,0 +1,72 @@
+#include "exit_rules.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <sys/wait.h>
+
+namespace spark::launch {
+namespace {
+
+std::string signal_name(int signo) {
+  const char* abbrev = sigabbrev_np(signo);
+  const char* desc = sigdescr_np(signo);
+  std::string s = "signal " + std::to_string(signo);
+  if (abbrev != nullptr) s += std::string(" (SIG") + abbrev;
+  if (desc != nullptr) s += std::string(abbrev != nullptr ? ": " : " (") + desc;
+  if (abbrev != nullptr || desc != nullptr) s += ")";
+  return s;
+}
+
+}  // namespace
+
+std::string ExitTracker::describe_end(int rank, pid_t pid, int wait_status) {
+  std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
+  if (WIFEXITED(wait_status)) {
+    return who + " exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  }
+  if (WIFSIGNALED(wait_status)) {
+    return who + " was killed by " + signal_name(WTERMSIG(wait_status)) +
+           (WCOREDUMP(wait_status) ? " (core dumped)" : "");
+  }
+  return who + " ended (wait status " + std::to_string(wait_status) + ")";
+}
+
+bool ExitTracker::first(int code, std::string line) {
+  if (code_) return false;
+  code_ = code;
+  line_ = std::move(line);
+  return true;
+}
+
+bool ExitTracker::rank_ended(int rank, pid_t pid, int wait_status) {
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) return false;
+  int code = 1;
+  if (WIFEXITED(wait_status)) code = WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) code = 128 + WTERMSIG(wait_status);
+  return first(code, describe_end(rank, pid, wait_status) + "; stopping the job");
+}
+
+bool ExitTracker::rank_aborted(int rank, pid_t pid, int status, const std::string& message) {
+  (void)message;  // printed by the runner for every abort, first or not
+  return first(status == 0 ? 1 : (status & 0xff) == 0 ? 1 : status & 0xff,
+               "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) +
+                   ") called abort with status " + std::to_string(status) +
+                   "; stopping the job");
+}
+
+bool ExitTracker::start_failed(int rank, const std::string& reason) {
+  return first(kExitCannotStart, "cannot start rank " + std::to_string(rank) + ": " + reason);
+}
+
+bool ExitTracker::timed_out(double seconds) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", seconds);
+  return first(kExitTimeout, std::string("timeout: the job ran longer than --timeout ") + buf +
+                                 " s; stopping every rank (exit 124)");
+}
+
+bool ExitTracker::interrupted(int signo) {
+  return first(128 + signo, "got " + signal_name(signo) + "; stopping every rank");
+}
+
+}  // namespace spark::launch

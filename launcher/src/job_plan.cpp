@@ -1,0 +1,81 @@
+#include "job_plan.hpp"
+
+#include "usage_error.hpp"
+
+namespace spark::launch {
+
+bool is_this_machine(const std::string& host, const std::string& hostname) {
+  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
+  if (host == hostname) return true;
+  auto short_name = [](const std::string& s) { return s.substr(0, s.find('.')); };
+  return !hostname.empty() && short_name(host) == short_name(hostname);
+}
+
+JobPlan make_job_plan(const PlanInput& in) {
+  JobPlan plan;
+  std::vector<HostSlots> hosts = merge_hosts(in.hosts);
+  const bool host_list = !hosts.empty();
+  if (!host_list) {
+    hosts.push_back({in.local_name.empty() ? "localhost" : in.local_name, in.local_cpus, false});
+  }
+  int total_slots = 0;
+  for (const auto& h : hosts) total_slots += h.slots;
+  const int np = in.np.value_or(total_slots);
+  plan.size = np;
+
+  if (host_list && np > total_slots && !in.oversubscribe) {
+    throw UsageError("-n " + std::to_string(np) + " needs more slots than the " +
+                     std::to_string(total_slots) +
+                     " given by --host/--hostfile; add slots (host:N) or --oversubscribe");
+  }
+
+  // Which listed hosts are this machine: two names for this machine would make two
+  // "nodes" share one PMIx server, which sparkrun does not model.
+  int local_seen = -1;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    bool local = !host_list || (in.is_local ? in.is_local(hosts[i].name) : false);
+    if (local) {
+      if (local_seen >= 0) {
+        throw UsageError("hosts '" + hosts[local_seen].name + "' and '" + hosts[i].name +
+                         "' are both this machine; list it once with all its slots");
+      }
+      local_seen = static_cast<int>(i);
+    }
+  }
+
+  // Fill slots in host order; past the slots (oversubscribe / no host list) go round-robin.
+  std::vector<std::vector<int>> per_host(hosts.size());
+  int rank = 0;
+  for (size_t i = 0; i < hosts.size() && rank < np; ++i) {
+    for (int s = 0; s < hosts[i].slots && rank < np; ++s) per_host[i].push_back(rank++);
+  }
+  for (size_t i = 0; rank < np; i = (i + 1) % hosts.size()) per_host[i].push_back(rank++);
+
+  plan.ranks.resize(static_cast<size_t>(np));
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (per_host[i].empty()) continue;
+    NodePlan node;
+    node.host = hosts[i].name;
+    node.local = !host_list || static_cast<int>(i) == local_seen;
+    node.slots = hosts[i].slots;
+    node.ranks = per_host[i];
+    if (!node.local) {
+      throw UsageError("remote hosts are not supported yet: '" + node.host +
+                       "' is not this machine (multi-host launch comes with the node daemon; "
+                       "use --host localhost:N for now)");
+    }
+    const int node_index = static_cast<int>(plan.nodes.size());
+    for (size_t l = 0; l < node.ranks.size(); ++l) {
+      plan.ranks[static_cast<size_t>(node.ranks[l])] = {node.ranks[l], node_index,
+                                                        static_cast<int>(l)};
+    }
+    if (static_cast<int>(node.ranks.size()) > in.local_cpus && node.local) {
+      plan.notes.push_back(std::to_string(node.ranks.size()) + " ranks on " + node.host +
+                           " share its " + std::to_string(in.local_cpus) + " cpus");
+    }
+    plan.nodes.push_back(std::move(node));
+  }
+  return plan;
+}
+
+}  // namespace spark::launch

@@ -1,0 +1,173 @@
+// sparkrun: the command-line front end. Parses options, makes the job plan, and hands this
+// machine's part of it to the node runner. Everything here happens before any rank starts,
+// so bad input exits 2 with nothing started.
+#include <signal.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "exit_rules.hpp"
+#include "hostfile.hpp"
+#include "job_plan.hpp"
+#include "node_runner.hpp"
+#include "options.hpp"
+#include "print_config.hpp"
+#include "rank_env.hpp"
+#include "spawn.hpp"
+#include "subcommands.hpp"
+#include "usage_error.hpp"
+
+extern char** environ;
+
+namespace spark::launch {
+namespace {
+
+std::string this_hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+int cpus_available() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  int n = CPU_COUNT(&set);
+  return n > 0 ? n : 1;
+}
+
+std::string make_job_id() {
+  // Unique on this machine and across machines (PMIx namespace, SPARK_JOB_ID).
+  std::random_device rd;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "sparkrun.%d.%08x", static_cast<int>(::getpid()), rd());
+  return buf;
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "sparkrun: error: %s\nRun 'sparkrun --help' for usage.\n",
+               message.c_str());
+  return kExitUsage;
+}
+
+int launch(const Options& o) {
+  // Hosts.
+  std::vector<HostSlots> hosts;
+  for (const auto& h : o.hosts) {
+    auto list = parse_host_list(h);
+    hosts.insert(hosts.end(), list.begin(), list.end());
+  }
+  if (!o.hostfile.empty()) {
+    auto list = read_hostfile(o.hostfile);
+    hosts.insert(hosts.end(), list.begin(), list.end());
+  }
+  const std::string hostname = this_hostname();
+  PlanInput in;
+  in.np = o.np;
+  in.hosts = hosts;
+  in.oversubscribe = o.oversubscribe;
+  in.local_cpus = cpus_available();
+  in.local_name = hostname;
+  in.is_local = [&hostname](const std::string& h) { return is_this_machine(h, hostname); };
+  JobPlan plan = make_job_plan(in);
+
+  if (!o.bind_to.empty() || !o.map_by.empty() || o.report_bindings || !o.topology.empty()) {
+    throw UsageError(
+        "--bind-to/--map-by/--report-bindings/--topology are not available in this build yet");
+  }
+
+  NodeRunSpec spec;
+  spec.base_env = current_environment();
+  for (const auto& x : o.exports) spec.exports.push_back(resolve_export(x, spec.base_env));
+
+  if (!o.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.output_dir, ec);
+    if (ec || !std::filesystem::is_directory(o.output_dir)) {
+      throw UsageError("--output-dir " + o.output_dir + ": cannot create the directory" +
+                       (ec ? ": " + ec.message() : std::string()));
+    }
+  }
+
+  // The program: resolved once, here (execvp's PATH search is not async-signal-safe).
+  const char* path_env = std::getenv("PATH");
+  auto program = resolve_program(o.command.front(), path_env ? path_env : "");
+  if (!program) {
+    std::fprintf(stderr, "sparkrun: cannot start rank 0: %s: command not found in PATH\n",
+                 o.command.front().c_str());
+    return kExitCannotStart;
+  }
+
+  for (const auto& note : plan.notes) std::fprintf(stderr, "sparkrun: note: %s\n", note.c_str());
+
+  spec.job_id = make_job_id();
+  spec.plan = std::move(plan);
+  spec.node = 0;  // single host: the launcher runs the (only) node itself
+  spec.program_path = *program;
+  spec.argv = o.command;
+  spec.format = {o.tag_output, o.timestamp_output};
+  spec.output_dir = o.output_dir;
+  spec.timeout_s = o.timeout_s;
+  spec.kill_grace_s = o.kill_grace_s;
+  spec.verbose = o.verbose;
+  return run_node(spec);
+}
+
+int sparkrun_main(int argc, char** argv) {
+  // Block the signals the event loop takes through a signalfd, before any thread exists
+  // (PMIx's threads inherit the mask, so the signals reach only the signalfd).
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&set, s);
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the launcher (ranks reset it)
+
+  if (argc >= 2) {
+    for (const auto& sub : subcommands()) {
+      if (sub.name == argv[1]) return sub.run(argc - 1, argv + 1);
+    }
+  }
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    ParseResult r = parse_options(args);
+    switch (r.action) {
+      case Action::kHelp:
+        std::fputs(r.help.c_str(), stdout);
+        return 0;
+      case Action::kVersion:
+        std::printf("sparkrun %s\n", SPARK_LAUNCH_VERSION);
+        return 0;
+      case Action::kPrintConfig:
+        return print_config();
+      case Action::kRun:
+        break;
+    }
+    return launch(r.options);
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparkrun: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+}  // namespace spark::launch
+
+int main(int argc, char** argv) { return spark::launch::sparkrun_main(argc, argv); }

@@ -1,0 +1,554 @@
+#include "node_runner.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+
+#include "exit_rules.hpp"
+#include "ompi_direct_launch.hpp"
+#include "orphan_guard.hpp"
+#include "spawn.hpp"
+#ifdef SPARK_LAUNCH_HAVE_PMIX
+#include "pmix_server.hpp"
+#endif
+
+namespace spark::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Owns a file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.release();
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+Fd checked(int fd, const char* what) {
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), what);
+  return Fd(fd);
+}
+
+// The job's temporary directory (PMIx rendezvous files); removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sparkrun.XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      throw std::system_error(errno, std::generic_category(), "mkdtemp " + tmpl);
+    }
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        // Our own stdout was left non-blocking by someone else: wait until writable.
+        struct timespec ts{0, 1000000};
+        nanosleep(&ts, nullptr);
+        continue;
+      }
+      return;  // EPIPE etc.: nobody reads our output any more; drop it
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void say(const std::string& line) { write_all(STDERR_FILENO, "sparkrun: " + line + "\n"); }
+
+// Epoll tags: kind in the high half, index in the low half.
+enum Kind : uint32_t { kSignal = 1, kWakeup, kTimeout, kGrace, kDrain, kOut, kErr };
+uint64_t tag(Kind k, uint32_t index = 0) { return (static_cast<uint64_t>(k) << 32) | index; }
+
+void arm(int tfd, double seconds) {
+  struct itimerspec its;
+  std::memset(&its, 0, sizeof its);
+  double whole = std::floor(seconds);
+  its.it_value.tv_sec = static_cast<time_t>(whole);
+  its.it_value.tv_nsec = static_cast<long>((seconds - whole) * 1e9);
+  if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+  ::timerfd_settime(tfd, 0, &its, nullptr);
+}
+
+struct Rank {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  bool started = false;
+  bool ended = false;
+  Fd out, err;
+  std::unique_ptr<LineForwarder> out_fw, err_fw;
+};
+
+class Runner {
+ public:
+  explicit Runner(const NodeRunSpec& spec) : spec_(spec), t0_(Clock::now()) {}
+  ~Runner() {
+    // Only on an error path: never leave a started rank behind.
+    for (const auto& r : ranks_) {
+      if (r.started && !r.ended) ::kill(-r.pid, SIGKILL);
+    }
+  }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+  int run();
+
+ private:
+  void trace(const std::string& what) {
+    if (!spec_.verbose) return;
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0_).count();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%8.3f ms ", static_cast<double>(us) / 1000.0);
+    write_all(STDERR_FILENO, std::string("sparkrun: ") + buf + what + "\n");
+  }
+  void setup_loop();
+  void add_fd(int fd, uint64_t t);
+  void start_ranks();
+  void loop();
+  void on_signal();
+  void on_output(Rank& r, bool is_err);
+  void reap();
+  void begin_abort();
+  void kill_all(int signo);
+  void post(std::function<void()> fn);
+  void run_posted();
+  bool all_ended() const;
+  bool all_closed() const;
+
+  const NodeRunSpec& spec_;
+  Clock::time_point t0_;
+  ExitTracker tracker_;
+  std::vector<Rank> ranks_;
+  Fd epoll_, sigfd_, wake_, timeout_timer_, grace_timer_, drain_timer_;
+  bool aborting_ = false;
+  bool killed_ = false;
+  bool draining_ = false;
+  std::mutex queue_mutex_;
+  std::deque<std::function<void()>> queue_;
+  std::unique_ptr<OrphanGuard> guard_;
+#ifdef SPARK_LAUNCH_HAVE_PMIX
+  std::unique_ptr<PmixServer> pmix_;
+#endif
+};
+
+void Runner::add_fd(int fd, uint64_t t) {
+  struct epoll_event ev;
+  std::memset(&ev, 0, sizeof ev);
+  ev.events = EPOLLIN;
+  ev.data.u64 = t;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    throw std::system_error(errno, std::generic_category(), "epoll_ctl");
+  }
+}
+
+void Runner::setup_loop() {
+  epoll_ = checked(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
+  // The signals were blocked by main() before any thread existed (see main.cpp).
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&set, s);
+  sigfd_ = checked(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK), "signalfd");
+  wake_ = checked(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd");
+  timeout_timer_ = checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd");
+  grace_timer_ = checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd");
+  drain_timer_ = checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd");
+  add_fd(sigfd_.get(), tag(kSignal));
+  add_fd(wake_.get(), tag(kWakeup));
+  add_fd(timeout_timer_.get(), tag(kTimeout));
+  add_fd(grace_timer_.get(), tag(kGrace));
+  add_fd(drain_timer_.get(), tag(kDrain));
+}
+
+// Called from PMIx's thread: queue the work and wake the loop.
+void Runner::post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    queue_.push_back(std::move(fn));
+  }
+  uint64_t one = 1;
+  ssize_t n = ::write(wake_.get(), &one, sizeof one);
+  (void)n;
+}
+
+void Runner::run_posted() {
+  uint64_t count;
+  ssize_t n = ::read(wake_.get(), &count, sizeof count);
+  (void)n;
+  std::deque<std::function<void()>> work;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    work.swap(queue_);
+  }
+  for (auto& fn : work) fn();
+}
+
+bool Runner::all_ended() const {
+  for (const auto& r : ranks_) {
+    if (r.started && !r.ended) return false;
+  }
+  return true;
+}
+
+bool Runner::all_closed() const {
+  for (const auto& r : ranks_) {
+    if (r.out || r.err) return false;
+  }
+  return true;
+}
+
+void Runner::kill_all(int signo) {
+  // Whole process groups: the rank and whatever it started. Ranks that ended already may
+  // have left children in their group, so they are included.
+  for (const auto& r : ranks_) {
+    if (r.pid <= 0) continue;
+    ::kill(-r.pid, signo);
+    if (signo == SIGTERM) ::kill(-r.pid, SIGCONT);  // a stopped rank must see SIGTERM
+  }
+}
+
+void Runner::begin_abort() {
+  if (aborting_) return;
+  aborting_ = true;
+  trace("group abort: SIGTERM to every rank");
+  if (spec_.kill_grace_s <= 0) {
+    kill_all(SIGKILL);
+    killed_ = true;
+    return;
+  }
+  kill_all(SIGTERM);
+  arm(grace_timer_.get(), spec_.kill_grace_s);
+}
+
+void Runner::start_ranks() {
+  const JobPlan& plan = spec_.plan;
+  const NodePlan& node = plan.nodes.at(static_cast<size_t>(spec_.node));
+  const int local_size = static_cast<int>(node.ranks.size());
+  ranks_.resize(node.ranks.size());
+  const bool bound = !spec_.cpusets.empty();
+  const std::vector<EnvVar> glue = open_mpi_direct_launch_env(bound);
+
+  // Build every rank's request first (PMIx registration is done before any fork).
+  std::vector<SpawnRequest> reqs(node.ranks.size());
+  for (int l = 0; l < local_size; ++l) {
+    Rank& r = ranks_[static_cast<size_t>(l)];
+    r.rank = node.ranks[static_cast<size_t>(l)];
+    r.local_rank = l;
+    RankIdentity id;
+    id.rank = r.rank;
+    id.size = plan.size;
+    id.local_rank = l;
+    id.local_size = local_size;
+    id.node_rank = spec_.node;
+    id.job_id = spec_.job_id;
+    id.host = node.host;
+    if (static_cast<size_t>(l) < spec_.cpuset_text.size()) id.cpuset = spec_.cpuset_text[static_cast<size_t>(l)];
+    if (static_cast<size_t>(l) < spec_.lanes.size()) id.lanes = spec_.lanes[static_cast<size_t>(l)];
+    std::vector<EnvVar> pmix_env;
+#ifdef SPARK_LAUNCH_HAVE_PMIX
+    pmix_env = pmix_->client_env(r.rank, ::getuid(), ::getgid());
+#endif
+    SpawnRequest& req = reqs[static_cast<size_t>(l)];
+    req.path = spec_.program_path;
+    req.argv = spec_.argv;
+    req.envp = build_env(spec_.base_env, {spec_.exports, pmix_env, glue, identity_env(id)});
+    if (bound && spec_.cpusets[static_cast<size_t>(l)]) req.cpuset = spec_.cpusets[static_cast<size_t>(l)];
+    if (r.rank == 0) req.stdin_fd = STDIN_FILENO;  // stdin goes to rank 0 only
+
+    if (!spec_.output_dir.empty()) {
+      std::string dir = spec_.output_dir + "/rank." + std::to_string(r.rank);
+      ::mkdir(dir.c_str(), 0755);  // errors show up at open below
+      for (int which = 0; which < 2; ++which) {
+        std::string file = dir + (which == 0 ? "/stdout" : "/stderr");
+        int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+          throw std::runtime_error("--output-dir: cannot create " + file + ": " +
+                                   std::strerror(errno));
+        }
+        (which == 0 ? req.stdout_fd : req.stderr_fd) = fd;
+      }
+    } else {
+      for (int which = 0; which < 2; ++which) {
+        int p[2];
+        if (::pipe2(p, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+        ::fcntl(p[0], F_SETFL, O_NONBLOCK);
+        (which == 0 ? r.out : r.err) = Fd(p[0]);
+        (which == 0 ? req.stdout_fd : req.stderr_fd) = p[1];
+        const int target = which == 0 ? STDOUT_FILENO : STDERR_FILENO;
+        (which == 0 ? r.out_fw : r.err_fw) = std::make_unique<LineForwarder>(
+            r.rank, spec_.format, [target](std::string_view line) { write_all(target, line); });
+        add_fd(p[0], tag(which == 0 ? kOut : kErr, static_cast<uint32_t>(l)));
+      }
+    }
+  }
+  trace("environment of " + std::to_string(local_size) + " ranks built");
+
+  // Fork all, then collect the exec results (the ranks start in parallel).
+  std::vector<StartedChild> children(reqs.size());
+  for (size_t l = 0; l < reqs.size(); ++l) {
+    children[l] = start_child(reqs[l]);
+    ranks_[l].pid = children[l].pid;
+    ranks_[l].started = true;
+    guard_->watch(children[l].pid);
+    ::close(reqs[l].stdout_fd);
+    ::close(reqs[l].stderr_fd);
+  }
+  for (size_t l = 0; l < reqs.size(); ++l) {
+    if (auto failure = await_exec(children[l], spec_.program_path)) {
+      if (tracker_.start_failed(ranks_[l].rank, *failure)) say(tracker_.failure_line());
+      begin_abort();
+    }
+  }
+  trace("ranks started");
+}
+
+void Runner::on_output(Rank& r, bool is_err) {
+  Fd& fd = is_err ? r.err : r.out;
+  LineForwarder& fw = is_err ? *r.err_fw : *r.out_fw;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n > 0) {
+      fw.feed(std::string_view(buf, static_cast<size_t>(n)));
+      if (static_cast<size_t>(n) < sizeof buf) return;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    fw.finish();  // EOF or error: the stream is over
+    fd.reset();   // closing removes it from epoll
+    return;
+  }
+}
+
+void Runner::reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (auto& r : ranks_) {
+      if (r.pid != pid || r.ended) continue;
+      r.ended = true;
+      trace("rank " + std::to_string(r.rank) + " ended");
+      if (aborting_) break;  // our own SIGTERM/SIGKILL (or a late failure): not the cause
+      if (tracker_.rank_ended(r.rank, pid, status)) {
+        say(tracker_.failure_line());
+        begin_abort();
+      }
+      break;
+    }
+  }
+}
+
+void Runner::on_signal() {
+  struct signalfd_siginfo si;
+  while (::read(sigfd_.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+    const int signo = static_cast<int>(si.ssi_signo);
+    switch (signo) {
+      case SIGCHLD:
+        reap();
+        break;
+      case SIGUSR1:
+      case SIGUSR2:
+        for (const auto& r : ranks_) {
+          if (r.started && !r.ended) ::kill(-r.pid, signo);
+        }
+        break;
+      default:  // SIGINT, SIGTERM, SIGHUP, SIGQUIT
+        if (aborting_) {
+          // Asked twice: no more grace.
+          kill_all(SIGKILL);
+          killed_ = true;
+          break;
+        }
+        if (tracker_.interrupted(signo)) say(tracker_.failure_line());
+        begin_abort();
+        break;
+    }
+  }
+}
+
+void Runner::loop() {
+  struct epoll_event events[64];
+  for (;;) {
+    if (all_ended()) {
+      if (all_closed()) break;
+      if (!draining_) {
+        // A rank's child may keep its output pipe open; give it a moment, then stop.
+        draining_ = true;
+        arm(drain_timer_.get(), 0.5);
+      }
+    }
+    int n = ::epoll_wait(epoll_.get(), events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::system_error(errno, std::generic_category(), "epoll_wait");
+    }
+    // PMIx work first: an abort is queued before the aborting rank can exit, so handling
+    // the queue first makes the abort (not the exit) the recorded cause.
+    run_posted();
+    bool drain_expired = false;
+    for (int i = 0; i < n; ++i) {
+      const uint64_t t = events[i].data.u64;
+      const auto kind = static_cast<Kind>(t >> 32);
+      const auto index = static_cast<size_t>(t & 0xffffffffu);
+      uint64_t ticks;
+      switch (kind) {
+        case kSignal:
+          on_signal();
+          break;
+        case kWakeup:
+          break;  // handled above
+        case kTimeout:
+          if (::read(timeout_timer_.get(), &ticks, sizeof ticks) > 0 && !aborting_) {
+            if (tracker_.timed_out(*spec_.timeout_s)) say(tracker_.failure_line());
+            begin_abort();
+          }
+          break;
+        case kGrace:
+          if (::read(grace_timer_.get(), &ticks, sizeof ticks) > 0 && !killed_) {
+            trace("kill grace over: SIGKILL to every rank");
+            kill_all(SIGKILL);
+            killed_ = true;
+          }
+          break;
+        case kDrain:
+          if (::read(drain_timer_.get(), &ticks, sizeof ticks) > 0) drain_expired = true;
+          break;
+        case kOut:
+        case kErr:
+          if (index < ranks_.size()) {
+            Rank& r = ranks_[index];
+            if ((kind == kOut ? r.out : r.err)) on_output(r, kind == kErr);
+          }
+          break;
+      }
+    }
+    if (drain_expired) {
+      for (auto& r : ranks_) {
+        if (r.out) on_output(r, false), r.out_fw->finish(), r.out.reset();
+        if (r.err) on_output(r, true), r.err_fw->finish(), r.err.reset();
+      }
+    }
+  }
+}
+
+int Runner::run() {
+  TempDir tmp;
+  setup_loop();
+  // Before PMIx creates threads: the watcher is forked from a single-threaded process.
+  guard_ = std::make_unique<OrphanGuard>(static_cast<int>(spec_.plan.size));
+  trace("orphan watcher started");
+#ifdef SPARK_LAUNCH_HAVE_PMIX
+  PmixHooks hooks;
+  hooks.abort = [this](int rank, int status, std::string message, std::function<void()> done) {
+    post([this, rank, status, message = std::move(message), done = std::move(done)] {
+      pid_t pid = -1;
+      for (const auto& r : ranks_) {
+        if (r.rank == rank) pid = r.pid;
+      }
+      say("rank " + std::to_string(rank) + " aborted: " +
+          (message.empty() ? std::string("(no message)") : message));
+      if (!aborting_ && tracker_.rank_aborted(rank, pid, status, message)) {
+        say(tracker_.failure_line());
+      }
+      begin_abort();
+      done();  // releases the client from PMIx_Abort
+    });
+  };
+  hooks.fence = [this](FenceRequest req) {
+    // One node: its contributions are the whole job's. (The node daemon will send them to
+    // the launcher here and complete when the combined blob comes back.)
+    post([req = std::move(req)]() mutable { req.complete(std::move(req.data)); });
+  };
+  pmix_ = std::make_unique<PmixServer>(tmp.path(), hooks);
+  trace("PMIx server up");
+  PmixJob job;
+  job.nspace = spec_.job_id;
+  job.size = spec_.plan.size;
+  job.universe_size = spec_.plan.size;
+  for (const auto& n : spec_.plan.nodes) {
+    job.node_hosts.push_back(n.host);
+    job.node_ranks.push_back(n.ranks);
+  }
+  job.this_node = spec_.node;
+  job.tmpdir = tmp.path();
+  pmix_->register_job(job);
+  trace("PMIx job registered");
+#endif
+  start_ranks();
+  if (spec_.timeout_s) arm(timeout_timer_.get(), *spec_.timeout_s);
+  loop();
+  trace("every rank ended");
+  guard_->disarm();
+#ifdef SPARK_LAUNCH_HAVE_PMIX
+  pmix_.reset();
+  trace("PMIx server finalized");
+#endif
+  return tracker_.exit_code();
+}
+
+}  // namespace
+
+int run_node(const NodeRunSpec& spec) {
+  Runner runner(spec);
+  return runner.run();
+}
+
+}  // namespace spark::launch

@@ -1,0 +1,41 @@
+// The local node runner: hosts the PMIx server for this node's ranks, starts them, forwards
+// their output, watches them and stops the whole group on the first failure. It knows
+// nothing about the command line: sparkrun's launcher mode builds a NodeRunSpec from the
+// job plan, and a node daemon (later) will build the same from the launcher's message.
+#pragma once
+
+#include <sched.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "job_plan.hpp"
+#include "line_forwarder.hpp"
+#include "rank_env.hpp"
+
+namespace spark::launch {
+
+struct NodeRunSpec {
+  std::string job_id;
+  JobPlan plan;
+  int node = 0;                           // index into plan.nodes: the node run here
+  std::string program_path;               // resolved
+  std::vector<std::string> argv;          // argv[0] as the user typed it
+  std::vector<std::string> base_env;      // environment to start from ("NAME=value")
+  std::vector<EnvVar> exports;            // -x, resolved
+  OutputFormat format;
+  std::string output_dir;                 // empty: forward to our stdout/stderr
+  std::optional<double> timeout_s;
+  double kill_grace_s = 2.0;
+  bool verbose = false;
+  // Binding, per local rank (empty or nullopt: unbound). Filled by the topology part.
+  std::vector<std::optional<cpu_set_t>> cpusets;
+  std::vector<std::string> cpuset_text;   // SPARK_CPUSET per local rank ("15-19")
+  std::vector<std::string> lanes;         // SPARK_LANES per local rank
+};
+
+/// Runs the node's ranks to completion; returns sparkrun's exit code (see exit_rules.hpp).
+int run_node(const NodeRunSpec& spec);
+
+}  // namespace spark::launch

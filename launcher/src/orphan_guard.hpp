@@ -1,0 +1,32 @@
+// Kills the ranks' process groups when sparkrun dies without cleaning up (SIGKILL, crash).
+// PR_SET_PDEATHSIG already kills each rank itself; this watcher also reaches what the
+// ranks started (their children stay in the rank's process group). It is a small forked
+// process that waits for EOF on a pipe only sparkrun holds: an orderly exit disarms it
+// first, any other death of sparkrun makes it SIGKILL every registered group.
+#pragma once
+
+#include <sys/types.h>
+
+namespace spark::launch {
+
+class OrphanGuard {
+ public:
+  /// Forks the watcher. Call while sparkrun is still single-threaded (before PMIx starts).
+  /// `max_groups`: how many process groups will be registered at most.
+  explicit OrphanGuard(int max_groups);
+  ~OrphanGuard();  // disarms and releases the watcher
+  OrphanGuard(const OrphanGuard&) = delete;
+  OrphanGuard& operator=(const OrphanGuard&) = delete;
+
+  /// Registers a rank's process group (its pid).
+  void watch(pid_t pgid);
+  /// An orderly exit: the watcher leaves without killing anything.
+  void disarm();
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
+}  // namespace spark::launch

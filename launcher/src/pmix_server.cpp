@@ -1,0 +1,293 @@
+#include "pmix_server.hpp"
+
+#include <pmix.h>
+#include <pmix_server.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+
+namespace spark::launch {
+namespace {
+
+// PMIx's server callbacks carry no context pointer for fence; PMIx itself is a process-wide
+// singleton, so the one server instance is reachable from here while it exists.
+PmixServer* g_server = nullptr;
+
+std::string pmix_error(const char* what, pmix_status_t rc) {
+  return std::string("PMIx server: ") + what + " failed: " + PMIx_Error_string(rc);
+}
+
+// Waits for a PMIx op callback (used to make registration synchronous).
+struct Latch {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  pmix_status_t status = PMIX_SUCCESS;
+
+  static void callback(pmix_status_t status, void* cbdata) {
+    auto* l = static_cast<Latch*>(cbdata);
+    std::lock_guard<std::mutex> lock(l->m);
+    l->status = status;
+    l->done = true;
+    l->cv.notify_all();
+  }
+  pmix_status_t wait(pmix_status_t rc) {
+    if (rc == PMIX_OPERATION_SUCCEEDED) return PMIX_SUCCESS;
+    if (rc != PMIX_SUCCESS) return rc;
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return done; });
+    return status;
+  }
+};
+
+// RAII for an info list built with PMIx_Info_list_*.
+class InfoList {
+ public:
+  InfoList() : list_(PMIx_Info_list_start()) {}
+  ~InfoList() { PMIx_Info_list_release(list_); }
+  InfoList(const InfoList&) = delete;
+  InfoList& operator=(const InfoList&) = delete;
+  void add(const char* key, const void* value, pmix_data_type_t type) {
+    pmix_status_t rc = PMIx_Info_list_add(list_, key, value, type);
+    if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error(key, rc));
+  }
+  void str(const char* key, const std::string& v) { add(key, v.c_str(), PMIX_STRING); }
+  void u32(const char* key, uint32_t v) { add(key, &v, PMIX_UINT32); }
+  void u16(const char* key, uint16_t v) { add(key, &v, PMIX_UINT16); }
+  void rank(const char* key, pmix_rank_t v) { add(key, &v, PMIX_PROC_RANK); }
+  void boolean(const char* key, bool v) { add(key, &v, PMIX_BOOL); }
+  // Nested array (e.g. per-proc data): converted now, copied by add().
+  void array(const char* key, InfoList& inner) {
+    pmix_data_array_t darray;
+    std::memset(&darray, 0, sizeof darray);
+    pmix_status_t rc = PMIx_Info_list_convert(inner.list_, &darray);
+    if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("info list", rc));
+    add(key, &darray, PMIX_DATA_ARRAY);
+    PMIx_Data_array_destruct(&darray);
+  }
+  // The flat array for a PMIx call; owned by `out` until destruct.
+  void to_array(pmix_data_array_t& out) {
+    std::memset(&out, 0, sizeof out);
+    pmix_status_t rc = PMIx_Info_list_convert(list_, &out);
+    if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("info list", rc));
+  }
+
+ private:
+  void* list_;
+};
+
+class DataArray {
+ public:
+  DataArray() { std::memset(&a_, 0, sizeof a_); }
+  ~DataArray() { PMIx_Data_array_destruct(&a_); }
+  DataArray(const DataArray&) = delete;
+  DataArray& operator=(const DataArray&) = delete;
+  pmix_data_array_t& get() { return a_; }
+  pmix_info_t* info() { return static_cast<pmix_info_t*>(a_.array); }
+  size_t size() const { return a_.size; }
+
+ private:
+  pmix_data_array_t a_;
+};
+
+std::string join(const std::vector<int>& v, char sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s.push_back(sep);
+    s += std::to_string(v[i]);
+  }
+  return s;
+}
+
+int rank_of(const pmix_proc_t* proc) {
+  return proc == nullptr ? -1 : static_cast<int>(proc->rank);
+}
+
+// --- callbacks (PMIx progress thread) -----------------------------------------------
+
+pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, void*) {
+  if (g_server && g_server->hooks().connected) g_server->hooks().connected(rank_of(proc));
+  return PMIX_OPERATION_SUCCEEDED;
+}
+
+pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, void*) {
+  if (g_server && g_server->hooks().finalized) g_server->hooks().finalized(rank_of(proc));
+  return PMIX_OPERATION_SUCCEEDED;
+}
+
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[],
+                       pmix_proc_t[], size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  if (g_server == nullptr || !g_server->hooks().abort) return PMIX_ERR_NOT_SUPPORTED;
+  // The client stays blocked in PMIx_Abort until `done` runs: the runner records the
+  // abort before the rank can exit, so the abort (not the exit) is the first failure.
+  g_server->hooks().abort(rank_of(proc), status, msg ? msg : "", [cbfunc, cbdata] {
+    if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
+  });
+  return PMIX_SUCCESS;
+}
+
+struct FenceRelease {
+  std::string data;
+  static void release(void* p) { delete static_cast<FenceRelease*>(p); }
+};
+
+pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data,
+                       size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+  if (g_server == nullptr || !g_server->hooks().fence) {
+    // No host-level fence: this node is the whole job.
+    if (cbfunc) cbfunc(PMIX_SUCCESS, data, ndata, cbdata, nullptr, nullptr);
+    return PMIX_SUCCESS;
+  }
+  FenceRequest req;
+  req.data.assign(data ? data : "", ndata);
+  req.complete = [cbfunc, cbdata](std::string all) {
+    auto* keep = new FenceRelease{std::move(all)};
+    cbfunc(PMIX_SUCCESS, keep->data.data(), keep->data.size(), cbdata, &FenceRelease::release,
+           keep);
+  };
+  g_server->hooks().fence(std::move(req));
+  return PMIX_SUCCESS;
+}
+
+pmix_server_module_t make_module() {
+  pmix_server_module_t m;
+  std::memset(&m, 0, sizeof m);
+  m.client_connected = on_connected;
+  m.client_finalized = on_finalized;
+  m.abort = on_abort;
+  m.fence_nb = on_fence;
+  return m;
+}
+
+pmix_server_module_t g_module = make_module();
+
+}  // namespace
+
+PmixServer::PmixServer(const std::string& tmpdir, PmixHooks hooks) : hooks_(std::move(hooks)) {
+  if (g_server != nullptr) throw std::logic_error("PmixServer: only one per process");
+  InfoList info;
+  info.str(PMIX_SERVER_TMPDIR, tmpdir);
+  info.str(PMIX_SYSTEM_TMPDIR, tmpdir);
+  DataArray arr;
+  info.to_array(arr.get());
+  g_server = this;
+  pmix_status_t rc = PMIx_server_init(&g_module, arr.info(), arr.size());
+  if (rc != PMIX_SUCCESS) {
+    g_server = nullptr;
+    throw std::runtime_error(pmix_error("PMIx_server_init", rc));
+  }
+}
+
+PmixServer::~PmixServer() {
+  if (registered_) PMIx_server_deregister_nspace(job_.nspace.c_str(), nullptr, nullptr);
+  PMIx_server_finalize();
+  g_server = nullptr;
+}
+
+void PmixServer::register_job(const PmixJob& job) {
+  job_ = job;
+  const auto& local = job.node_ranks.at(static_cast<size_t>(job.this_node));
+  std::string hosts_csv;
+  std::string ppn_input;
+  for (size_t n = 0; n < job.node_hosts.size(); ++n) {
+    if (n) {
+      hosts_csv.push_back(',');
+      ppn_input.push_back(';');
+    }
+    hosts_csv += job.node_hosts[n];
+    ppn_input += join(job.node_ranks[n], ',');
+  }
+  char* node_map = nullptr;
+  char* proc_map = nullptr;
+  pmix_status_t rc = PMIx_generate_regex(hosts_csv.c_str(), &node_map);
+  if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("PMIx_generate_regex", rc));
+  rc = PMIx_generate_ppn(ppn_input.c_str(), &proc_map);
+  if (rc != PMIX_SUCCESS) {
+    free(node_map);
+    throw std::runtime_error(pmix_error("PMIx_generate_ppn", rc));
+  }
+  const std::string nsdir = job.tmpdir + "/" + job.nspace;
+  const std::string& host = job.node_hosts.at(static_cast<size_t>(job.this_node));
+
+  InfoList info;
+  info.u32(PMIX_UNIV_SIZE, static_cast<uint32_t>(job.universe_size));
+  info.u32(PMIX_JOB_SIZE, static_cast<uint32_t>(job.size));
+  info.u32(PMIX_MAX_PROCS, static_cast<uint32_t>(job.universe_size));
+  info.str(PMIX_JOBID, job.nspace);
+  info.u32(PMIX_JOB_NUM_APPS, 1);
+  info.rank(PMIX_NPROC_OFFSET, 0);
+  info.u32(PMIX_NUM_NODES, static_cast<uint32_t>(job.node_hosts.size()));
+  // The maps are PMIx "regex" blobs: bytes with a NUL inside, passed as PMIX_REGEX.
+  info.add(PMIX_NODE_MAP, node_map, PMIX_REGEX);
+  info.add(PMIX_PROC_MAP, proc_map, PMIX_REGEX);
+  free(node_map);
+  free(proc_map);
+  info.str(PMIX_LOCAL_PEERS, join(local, ','));
+  info.u32(PMIX_LOCAL_SIZE, static_cast<uint32_t>(local.size()));
+  info.rank(PMIX_LOCALLDR, static_cast<pmix_rank_t>(local.empty() ? 0 : local.front()));
+  info.str(PMIX_TMPDIR, job.tmpdir);
+  info.str(PMIX_NSDIR, nsdir);
+  info.str(PMIX_HOSTNAME, host);
+  info.u32(PMIX_NODEID, static_cast<uint32_t>(job.this_node));
+  info.u32(PMIX_APPNUM, 0);
+  info.rank(PMIX_APPLDR, 0);
+  info.u32(PMIX_APP_SIZE, static_cast<uint32_t>(job.size));
+
+  for (size_t n = 0; n < job.node_ranks.size(); ++n) {
+    const auto& ranks = job.node_ranks[n];
+    for (size_t l = 0; l < ranks.size(); ++l) {
+      InfoList proc;
+      proc.rank(PMIX_RANK, static_cast<pmix_rank_t>(ranks[l]));
+      proc.rank(PMIX_GLOBAL_RANK, static_cast<pmix_rank_t>(ranks[l]));
+      proc.rank(PMIX_APP_RANK, static_cast<pmix_rank_t>(ranks[l]));
+      proc.u32(PMIX_APPNUM, 0);
+      proc.u16(PMIX_LOCAL_RANK, static_cast<uint16_t>(l));
+      // PMIx's node rank counts every job on the node; sparkrun runs one job per node.
+      proc.u16(PMIX_NODE_RANK, static_cast<uint16_t>(l));
+      proc.u32(PMIX_NODEID, static_cast<uint32_t>(n));
+      proc.str(PMIX_HOSTNAME, job.node_hosts[n]);
+      if (static_cast<int>(n) == job.this_node) {
+        proc.str(PMIX_PROCDIR, nsdir + "/" + std::to_string(ranks[l]));
+      }
+      info.array(PMIX_PROC_DATA, proc);
+    }
+  }
+
+  DataArray arr;
+  info.to_array(arr.get());
+  Latch latch;
+  rc = latch.wait(PMIx_server_register_nspace(job.nspace.c_str(), static_cast<int>(local.size()),
+                                              arr.info(), arr.size(), &Latch::callback,
+                                              &latch));
+  if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("register_nspace", rc));
+  registered_ = true;
+}
+
+std::vector<EnvVar> PmixServer::client_env(int rank, uid_t uid, gid_t gid) {
+  pmix_proc_t proc;
+  std::memset(&proc, 0, sizeof proc);
+  std::strncpy(proc.nspace, job_.nspace.c_str(), PMIX_MAX_NSLEN);
+  proc.rank = static_cast<pmix_rank_t>(rank);
+  Latch latch;
+  pmix_status_t rc =
+      latch.wait(PMIx_server_register_client(&proc, uid, gid, nullptr, &Latch::callback, &latch));
+  if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("register_client", rc));
+  char** env = nullptr;
+  rc = PMIx_server_setup_fork(&proc, &env);
+  if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("setup_fork", rc));
+  std::vector<EnvVar> out;
+  for (char** e = env; e && *e; ++e) {
+    std::string entry(*e);
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) out.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+    free(*e);
+  }
+  free(env);
+  return out;
+}
+
+}  // namespace spark::launch

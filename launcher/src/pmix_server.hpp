@@ -1,0 +1,61 @@
+// The OpenPMIx server that a node runner hosts for its local ranks. PMIx calls our hooks
+// on its own progress thread; the hooks here only queue work (see NodeRunner), and the
+// completions may be called from any thread (PMIx thread-shifts them).
+// PMIx is process-global: one PmixServer per process.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rank_env.hpp"
+
+namespace spark::launch {
+
+struct PmixJob {
+  std::string nspace;                         // = SPARK_JOB_ID
+  int size = 0;
+  int universe_size = 0;
+  std::vector<std::string> node_hosts;        // every node of the job, in node order
+  std::vector<std::vector<int>> node_ranks;   // global ranks per node
+  int this_node = 0;
+  std::string tmpdir;                         // job's top tmp dir (PMIX_TMPDIR)
+};
+
+struct FenceRequest {
+  std::string data;                                 // this node's combined contributions
+  std::function<void(std::string all_data)> complete;  // call once, from any thread
+};
+
+struct PmixHooks {
+  std::function<void(int rank, int status, std::string message, std::function<void()> done)>
+      abort;
+  std::function<void(FenceRequest)> fence;
+  std::function<void(int rank)> connected;
+  std::function<void(int rank)> finalized;
+};
+
+class PmixServer {
+ public:
+  /// PMIx_server_init with its rendezvous files under `tmpdir`. Throws std::runtime_error.
+  PmixServer(const std::string& tmpdir, PmixHooks hooks);
+  ~PmixServer();
+  PmixServer(const PmixServer&) = delete;
+  PmixServer& operator=(const PmixServer&) = delete;
+
+  /// Registers the job (job-, node- and proc-level keys) for this node's ranks.
+  void register_job(const PmixJob& job);
+  /// Registers one local client and returns the variables it needs (PMIx_server_setup_fork).
+  std::vector<EnvVar> client_env(int rank, uid_t uid, gid_t gid);
+
+  const PmixHooks& hooks() const { return hooks_; }
+  const PmixJob& job() const { return job_; }
+
+ private:
+  PmixHooks hooks_;
+  PmixJob job_;
+  bool registered_ = false;
+};
+
+}  // namespace spark::launch

@@ -1,0 +1,82 @@
+#include "rank_env.hpp"
+
+#include <unordered_map>
+
+#include "usage_error.hpp"
+
+namespace spark::launch {
+namespace {
+
+bool valid_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+EnvVar resolve_export(std::string_view arg, const std::vector<std::string>& environment) {
+  size_t eq = arg.find('=');
+  std::string name(arg.substr(0, eq));
+  if (!valid_name(name)) {
+    throw UsageError("-x " + std::string(arg) + ": '" + name +
+                     "' is not a valid variable name");
+  }
+  if (eq != std::string_view::npos) return {name, std::string(arg.substr(eq + 1))};
+  for (const auto& entry : environment) {
+    if (entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 &&
+        entry[name.size()] == '=') {
+      return {name, entry.substr(name.size() + 1)};
+    }
+  }
+  throw UsageError("-x " + name + ": " + name +
+                   " is not set in sparkrun's environment; give a value with -x " + name +
+                   "=VALUE");
+}
+
+std::vector<EnvVar> identity_env(const RankIdentity& id) {
+  std::vector<EnvVar> env = {
+      {"SPARK_RANK", std::to_string(id.rank)},
+      {"SPARK_SIZE", std::to_string(id.size)},
+      {"SPARK_LOCAL_RANK", std::to_string(id.local_rank)},
+      {"SPARK_LOCAL_SIZE", std::to_string(id.local_size)},
+      {"SPARK_NODE_RANK", std::to_string(id.node_rank)},
+      {"SPARK_JOB_ID", id.job_id},
+      {"SPARK_HOST", id.host},
+  };
+  if (!id.cpuset.empty()) env.emplace_back("SPARK_CPUSET", id.cpuset);
+  if (!id.lanes.empty()) env.emplace_back("SPARK_LANES", id.lanes);
+  return env;
+}
+
+std::vector<std::string> build_env(const std::vector<std::string>& base,
+                                   const std::vector<std::vector<EnvVar>>& layers) {
+  std::vector<std::string> out;
+  out.reserve(base.size() + 32);
+  std::unordered_map<std::string, size_t> index;
+  auto set = [&](std::string name, const std::string& value) {
+    auto it = index.find(name);
+    std::string entry = name + "=" + value;
+    if (it != index.end()) {
+      out[it->second] = std::move(entry);
+    } else {
+      index.emplace(std::move(name), out.size());
+      out.push_back(std::move(entry));
+    }
+  };
+  for (const auto& entry : base) {
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) continue;  // malformed: not passed on
+    set(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  for (const auto& layer : layers) {
+    for (const auto& [name, value] : layer) set(name, value);
+  }
+  return out;
+}
+
+}  // namespace spark::launch

@@ -1,0 +1,40 @@
+// The environment each rank starts with: sparkrun's own environment, then -x variables,
+// then the PMIx client variables, then launch-detection glue (Open MPI), then the SPARK_*
+// identity variables (later layers win).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace spark::launch {
+
+using EnvVar = std::pair<std::string, std::string>;
+
+struct RankIdentity {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int node_rank = 0;  // index of the rank's node in the job
+  std::string job_id;
+  std::string host;   // node name from the host list (not gethostname())
+  std::string cpuset; // "15-19" when bound, else empty (no SPARK_CPUSET)
+  std::string lanes;  // "rocep1s0f0,..." when chosen, else empty (no SPARK_LANES)
+};
+
+/// Parses one -x argument. "VAR" takes VAR's value from `environment` ("NAME=value"
+/// entries; throws UsageError when unset), "VAR=value" sets it. Names must be [A-Za-z_][A-Za-z0-9_]*.
+EnvVar resolve_export(std::string_view arg, const std::vector<std::string>& environment);
+
+/// The SPARK_* identity variables for one rank.
+std::vector<EnvVar> identity_env(const RankIdentity& id);
+
+/// Builds "NAME=value" strings: `base` ("NAME=value" entries) overlaid, in order, by each
+/// layer. A later layer replaces an earlier value; the order of first appearance is kept.
+std::vector<std::string> build_env(const std::vector<std::string>& base,
+                                   const std::vector<std::vector<EnvVar>>& layers);
+
+}  // namespace spark::launch

@@ -1,0 +1,177 @@
+// Tests against a real one-node SLURM cluster (slurm_cluster.sh, started by the CTest fixture
+// "slurm_cluster", which sets SLURM_CONF). Each test runs real srun / salloc / sbatch
+// commands and checks their exit status, stdout and stderr.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "slurm_hostlist.hpp"
+
+#ifndef SPARK_PMIX_PROBE
+#define SPARK_PMIX_PROBE ""
+#endif
+#ifndef SPARK_SPARKRUN
+#define SPARK_SPARKRUN ""
+#endif
+#ifndef SPARK_LIBSPARK_APP
+#define SPARK_LIBSPARK_APP ""
+#endif
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;  // exit status, or 128 + signal
+  std::string out;
+  std::string err;
+  double seconds = 0;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
+  std::vector<std::string> found;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) != std::string::npos) found.push_back(line);
+  }
+  return found;
+}
+
+std::string short_hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  std::string h(buf);
+  return h.substr(0, h.find('.'));
+}
+
+class SlurmJob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* conf = std::getenv("SLURM_CONF");
+    if (conf == nullptr || !fs::exists(conf)) {
+      GTEST_SKIP() << "no test cluster: run through CTest (fixture slurm_cluster starts one "
+                      "with tests/slurm/slurm_cluster.sh and sets SLURM_CONF)";
+    }
+    // If CTest itself runs inside an allocation, its SLURM_JOB_ID etc. must not leak into
+    // the test cluster's commands (srun would try to join that foreign job).
+    for (const char* v : {"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
+                          "SLURM_TASKS_PER_NODE", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_ID",
+                          "SLURM_CPUS_ON_NODE", "SLURMD_NODENAME"}) {
+      unsetenv(v);
+    }
+    char tmpl[] = "/tmp/spark-slurm-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    }
+  }
+
+  // Runs `cmd` with /bin/sh; a 100 s timeout guarantees the test ends even if a job hangs.
+  Result sh(const std::string& cmd) {
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    const std::string full = "cd '" + dir_.string() + "' && timeout -k 5 100 sh -c '" + cmd +
+                             "' >'" + out.string() + "' 2>'" + err.string() + "'";
+    const auto t0 = std::chrono::steady_clock::now();
+    const int raw = std::system(full.c_str());
+    Result r;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  static std::string quote(const std::string& s) { return "\"" + s + "\""; }
+
+  fs::path dir_;
+};
+
+std::string describe(const Result& r) {
+  return "status " + std::to_string(r.status) + " after " + std::to_string(r.seconds) +
+         " s\n--- stdout:\n" + r.out + "--- stderr:\n" + r.err;
+}
+
+// --- the cluster itself and SLURM's own host-list syntax ---------------------------------
+
+TEST_F(SlurmJob, ScontrolExpandsHostListsLikeSparkrun) {
+  for (const std::string list : {"spark[1-3,5]", "a,b[01-02]", "n[098-101]", "n[8-11]",
+                                 "rack[1-2]-n[1-2]", "a[1,3-4],b,c[7,09-10]", "n[01-2]"}) {
+    const Result r = sh("scontrol show hostnames " + quote(list));
+    ASSERT_EQ(r.status, 0) << list << ": " << describe(r);
+    std::vector<std::string> slurm;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) slurm.push_back(line);
+    EXPECT_EQ(spark::launch::slurm::expand_hostlist(list), slurm) << list;
+  }
+}
+
+TEST_F(SlurmJob, SallocAllocationIsReadAsSlurmSetsIt) {
+  const Result r = sh(std::string("salloc -Q -n 3 ") + SPARK_ALLOCATION_PROBE);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("^job=[0-9]+$", std::regex::multiline))) << r.out;
+  EXPECT_NE(r.out.find("nodes=" + short_hostname() + ":3\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ntasks=3\n"), std::string::npos) << r.out;
+}
+
+TEST_F(SlurmJob, SbatchAllocationIsReadInsideTheBatchScript) {
+  const Result r = sh(std::string("sbatch --wait -Q -n 2 --output=probe.out --wrap ") +
+                      quote(SPARK_ALLOCATION_PROBE));
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const std::string out = slurp(dir_ / "probe.out");
+  EXPECT_NE(out.find("nodes=" + short_hostname() + ":2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("ntasks=2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("this_node=" + short_hostname() + "\n"), std::string::npos) << out;
+  // Batch scripts get SLURM_CPUS_ON_NODE (salloc's shell does not).
+  EXPECT_TRUE(std::regex_search(out, std::regex("^cpus_on_node=[0-9]+$", std::regex::multiline)))
+      << out;
+}
+
+// --- direction 1: srun --mpi=pmix, SLURM's own PMIx server, no sparkrun ------------------
+
+TEST_F(SlurmJob, SrunPmixThreeRanksExchangeThroughSlurmsPmixServer) {
+  const Result r = sh(std::string("srun --mpi=pmix -n 3 ") + SPARK_PMIX_PROBE);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(lines_with(r.out, "rank " + std::to_string(rank) + " of 3: ok sum 6").size(), 1u)
+        << describe(r);
+  }
+}
+
+TEST_F(SlurmJob, SrunPmixAbortEndsTheStepWithTheRecordOnStderr) {
+  const Result r = sh(std::string("srun --mpi=pmix -n 3 ") + SPARK_PMIX_PROBE + " --abort-rank 1");
+  EXPECT_NE(r.status, 0) << describe(r);
+  EXPECT_LT(r.status, 100) << "srun ended by the test's timeout, not by the abort: " << describe(r);
+  EXPECT_EQ(lines_with(r.err, "rank 1: allreduce seq 1 step 0: no data from rank 2").size(), 1u)
+      << describe(r);
+}
+
+TEST_F(SlurmJob, SrunPmixDeadRankEndsTheStepWithKillOnBadExit) {
+  const Result r =
+      sh(std::string("srun -K --mpi=pmix -n 3 ") + SPARK_PMIX_PROBE + " --exit-rank 2");
+  EXPECT_EQ(r.status, 3) << "srun should exit with the dead rank's status: " << describe(r);
+  EXPECT_EQ(lines_with(r.err, "task 2: Exited with exit code 3").size(), 1u) << describe(r);
+}
+
+}  // namespace

@@ -217,9 +217,17 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
     s.timer.expires_after(std::chrono::milliseconds(timeout_ms));
     s.timer.async_wait([self = s.shared_from_this(), epoch, timeout_ms](auto ec) {
       if (ec || self->waiting_epoch != epoch) return;
-      self->state.fail(*self, self->state.missing_text(
-                                  epoch, fmt::format("within {} ms", timeout_ms)));
+      // One rank's deadline failing the fence fails it for every waiter, with one message,
+      // so that all ranks report the same missing ranks at the same time.
+      self->state.fail_epoch(epoch,
+                             self->state.missing_text(epoch, fmt::format("within {} ms", timeout_ms)));
     });
+  }
+
+  void fail_epoch(std::uint64_t epoch, const std::string& message) {
+    for (auto& [r, s] : by_rank) {
+      if (s->waiting_epoch == epoch) fail(*s, message);
+    }
   }
 
   void complete(std::uint64_t epoch) {

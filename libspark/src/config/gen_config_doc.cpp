@@ -39,7 +39,9 @@ std::string valid_values(const Knob& k) {
     case KnobType::refused:
       return "must not be set";
     case KnobType::string:
-      return k.name == "SPARK_TCP_ADDR" ? "dotted IPv4" : "non-empty";
+      if (k.name == "SPARK_TCP_ADDR") return "dotted IPv4";
+      if (k.name == "SPARK_LOG") return "error|warn|info|trace, optional :subsys,...";
+      return "non-empty";
     case KnobType::path:
       return "non-empty";
   }

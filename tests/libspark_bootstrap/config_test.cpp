@@ -1,0 +1,235 @@
+// The knob table and strict parsing: every refusal is checked with its exact message.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "config/config.hpp"
+#include "spark/error.hpp"
+
+namespace {
+
+using spark::ConfigError;
+using spark::config::Config;
+
+std::string refusal_of(const std::map<std::string, std::string>& values) {
+  try {
+    (void)Config::from_map(values);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(Config, DefaultsMatchTheContract) {
+  const Config cfg = Config::from_map({});
+  EXPECT_EQ(cfg.timeout_ms(), 10000u);
+  EXPECT_EQ(cfg.barrier_timeout_ms(), 600000u);
+  EXPECT_EQ(cfg.join_timeout_ms(), 60000u);
+  EXPECT_EQ(cfg.transport(), spark::config::Transport::auto_select);
+  EXPECT_EQ(cfg.bootstrap(), spark::config::BootstrapKind::auto_select);
+  EXPECT_EQ(cfg.log_level(), spark::config::LogLevel::warn);
+  EXPECT_FALSE(cfg.rank().has_value());
+  EXPECT_FALSE(cfg.ib_gid_index().has_value());
+  EXPECT_FALSE(cfg.pmix_present());
+  EXPECT_EQ(cfg.source("SPARKNET_ROCE_TIMEOUT_MS"), spark::config::Source::default_value);
+  // The default constructor is the same snapshot.
+  EXPECT_EQ(Config().timeout_ms(), 10000u);
+}
+
+TEST(Config, ReadsValidValues) {
+  const Config cfg = Config::from_map({{"SPARKNET_ROCE_TIMEOUT_MS", "300"},
+                                       {"SPARK_BARRIER_TIMEOUT_MS", "86400000"},
+                                       {"SPARK_TRANSPORT", "shm"},
+                                       {"SPARK_TCP_LANES", "4"},
+                                       {"SPARK_RANK", "2"},
+                                       {"SPARK_SIZE", "3"},
+                                       {"SPARK_RENDEZVOUS", "node1:29500"},
+                                       {"SPARK_IB_GID_INDEX", "0"},
+                                       {"SPARK_LOG", "info:bootstrap,tcp"},
+                                       {"SPARK_TCP_ADDR", "10.0.0.1"},
+                                       {"PMIX_NAMESPACE", "job.1"}});
+  EXPECT_EQ(cfg.timeout_ms(), 300u);
+  EXPECT_EQ(cfg.barrier_timeout_ms(), 86400000u);
+  EXPECT_EQ(cfg.transport(), spark::config::Transport::shm);
+  EXPECT_EQ(cfg.tcp_lanes(), 4);
+  EXPECT_EQ(cfg.rank(), 2);
+  EXPECT_EQ(cfg.size(), 3);
+  EXPECT_EQ(cfg.rendezvous(), "node1:29500");
+  EXPECT_EQ(cfg.ib_gid_index(), 0);
+  EXPECT_EQ(cfg.log_level(), spark::config::LogLevel::info);
+  EXPECT_EQ(cfg.log_subsystems(), (std::vector<std::string>{"bootstrap", "tcp"}));
+  EXPECT_EQ(cfg.tcp_addr(), "10.0.0.1");
+  EXPECT_TRUE(cfg.pmix_present());
+  EXPECT_EQ(cfg.source("SPARKNET_ROCE_TIMEOUT_MS"), spark::config::Source::map);
+}
+
+TEST(Config, TimeoutRefusalsNameVariableValueAndRange) {
+  const std::string tail = "; valid: milliseconds in 1..3600000, default 10000";
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", ""}}),
+            "SPARKNET_ROCE_TIMEOUT_MS=\"\" is refused: empty value (unset the variable to use "
+            "the default)" + tail);
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "0"}}),
+            "SPARKNET_ROCE_TIMEOUT_MS=\"0\" is refused: out of range" + tail);
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "-5"}}),
+            "SPARKNET_ROCE_TIMEOUT_MS=\"-5\" is refused: out of range" + tail);
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "abc"}}),
+            "SPARKNET_ROCE_TIMEOUT_MS=\"abc\" is refused: not a decimal integer" + tail);
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "12x"}}),
+            "SPARKNET_ROCE_TIMEOUT_MS=\"12x\" is refused: not a decimal integer" + tail);
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", " 100"}}),
+            "SPARKNET_ROCE_TIMEOUT_MS=\" 100\" is refused: not a decimal integer" + tail);
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "3600001"}}),
+            "SPARKNET_ROCE_TIMEOUT_MS=\"3600001\" is refused: out of range" + tail);
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "99999999999999999999999999"}}),
+            "SPARKNET_ROCE_TIMEOUT_MS=\"99999999999999999999999999\" is refused: out of range" +
+                tail);
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "-"}}),
+            "SPARKNET_ROCE_TIMEOUT_MS=\"-\" is refused: not a decimal integer" + tail);
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "1"}}), "(accepted)");
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "3600000"}}), "(accepted)");
+}
+
+TEST(Config, RemovedVariablesAreRefusedEvenWhenEmpty) {
+  const std::string spin =
+      "SPARKNET_ROCE_SPIN_LIMIT is set (\"{}\") but is no longer supported: it counted polls and "
+      "was replaced by SPARKNET_ROCE_TIMEOUT_MS, in milliseconds (default 10000). Do not copy "
+      "the old value over: unset SPARKNET_ROCE_SPIN_LIMIT and, if the default does not fit, set "
+      "SPARKNET_ROCE_TIMEOUT_MS to a number of milliseconds";
+  auto with = [&](const std::string& v) {
+    std::string s = spin;
+    s.replace(s.find("{}"), 2, v);
+    return s;
+  };
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_SPIN_LIMIT", "1000000"}}), with("1000000"));
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_SPIN_LIMIT", ""}}), with(""));
+  // Refused first, even next to another bad value, and even with a valid timeout set.
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_SPIN_LIMIT", "5"}, {"SPARKNET_ROCE_TIMEOUT_MS", "x"}}),
+            with("5"));
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_KERNELS", "1"}}),
+            "SPARKNET_ROCE_KERNELS is set (\"1\") but this option was removed and has no "
+            "replacement: unset SPARKNET_ROCE_KERNELS");
+  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_KERNELS", ""}}),
+            "SPARKNET_ROCE_KERNELS is set (\"\") but this option was removed and has no "
+            "replacement: unset SPARKNET_ROCE_KERNELS");
+}
+
+TEST(Config, OtherKnobRefusals) {
+  EXPECT_EQ(refusal_of({{"SPARK_IB_GID_INDEX", ""}}),
+            "SPARK_IB_GID_INDEX=\"\" is refused: empty value (unset the variable instead); "
+            "valid: an integer in 0..255");
+  EXPECT_EQ(refusal_of({{"SPARK_IB_GID_INDEX", "256"}}),
+            "SPARK_IB_GID_INDEX=\"256\" is refused: out of range; valid: an integer in 0..255");
+  EXPECT_EQ(refusal_of({{"SPARK_TRANSPORT", "udp"}}),
+            "SPARK_TRANSPORT=\"udp\" is refused: not one of the accepted values; valid: "
+            "auto|tcp|shm|roce, default auto");
+  EXPECT_EQ(refusal_of({{"SPARK_TRANSPORT", "TCP"}}),
+            "SPARK_TRANSPORT=\"TCP\" is refused: not one of the accepted values; valid: "
+            "auto|tcp|shm|roce, default auto");
+  EXPECT_EQ(refusal_of({{"SPARK_TCP_LANES", "0"}}),
+            "SPARK_TCP_LANES=\"0\" is refused: out of range; valid: an integer in 1..16, default 2");
+  EXPECT_EQ(refusal_of({{"SPARK_BARRIER_TIMEOUT_MS", "0"}}),
+            "SPARK_BARRIER_TIMEOUT_MS=\"0\" is refused: out of range; valid: milliseconds in "
+            "1..86400000, default 600000");
+  EXPECT_EQ(refusal_of({{"SPARK_JOIN_TIMEOUT_MS", "1s"}}),
+            "SPARK_JOIN_TIMEOUT_MS=\"1s\" is refused: not a decimal integer; valid: milliseconds "
+            "in 1..3600000, default 60000");
+  EXPECT_EQ(refusal_of({{"SPARK_RENDEZVOUS", "node1"}}),
+            "SPARK_RENDEZVOUS=\"node1\" is refused: not HOST:PORT; valid: HOST:PORT with PORT in "
+            "1..65535");
+  EXPECT_EQ(refusal_of({{"SPARK_RENDEZVOUS", "node1:70000"}}),
+            "SPARK_RENDEZVOUS=\"node1:70000\" is refused: the port is not an integer in "
+            "1..65535; valid: HOST:PORT with PORT in 1..65535");
+  EXPECT_EQ(refusal_of({{"SPARK_HOST", ""}}),
+            "SPARK_HOST=\"\" is refused: empty value (unset the variable instead); valid: a "
+            "non-empty string");
+  EXPECT_EQ(refusal_of({{"SPARK_TRACE", ""}}),
+            "SPARK_TRACE=\"\" is refused: empty value (unset the variable instead); valid: a "
+            "non-empty path");
+  EXPECT_EQ(refusal_of({{"SPARK_TCP_ADDR", "10.0.0"}}),
+            "SPARK_TCP_ADDR=\"10.0.0\" is refused: not a dotted IPv4 address; valid: a non-empty "
+            "IPv4 address");
+  EXPECT_EQ(refusal_of({{"SPARK_LOG", "loud"}}),
+            "SPARK_LOG=\"loud\" is refused: unknown level; valid: LEVEL[:SUBSYSTEM,...] with "
+            "LEVEL one of error|warn|info|trace, default warn");
+  EXPECT_EQ(refusal_of({{"SPARK_LOG", "info:"}}),
+            "SPARK_LOG=\"info:\" is refused: bad subsystem list; valid: LEVEL[:SUBSYSTEM,...] "
+            "with LEVEL one of error|warn|info|trace, default warn");
+  EXPECT_EQ(refusal_of({{"MASTER_PORT", "0"}}),
+            "MASTER_PORT=\"0\" is refused: out of range; valid: an integer in 1..65535");
+}
+
+TEST(Config, RankSizeRelations) {
+  EXPECT_EQ(refusal_of({{"SPARK_RANK", "3"}, {"SPARK_SIZE", "3"}}),
+            "SPARK_RANK=3 is refused: it must be less than SPARK_SIZE=3 (valid ranks are 0..2)");
+  EXPECT_EQ(refusal_of({{"SPARK_RANK", ""}, {"SPARK_SIZE", "3"}}),
+            "SPARK_RANK=\"\" is refused: empty value (unset the variable instead); valid: an "
+            "integer in 0..1048575");
+  EXPECT_EQ(refusal_of({{"SPARK_RANK", "one"}, {"SPARK_SIZE", "3"}}),
+            "SPARK_RANK=\"one\" is refused: not a decimal integer; valid: an integer in "
+            "0..1048575");
+  EXPECT_EQ(refusal_of({{"SPARK_SIZE", "0"}}),
+            "SPARK_SIZE=\"0\" is refused: out of range; valid: an integer in 1..1048576");
+  EXPECT_EQ(refusal_of({{"SPARK_RANK", "1"}}),
+            "SPARK_RANK=1 is set but SPARK_SIZE is not: set both (or neither)");
+  EXPECT_EQ(refusal_of({{"SPARK_SIZE", "2"}}),
+            "SPARK_SIZE=2 is set but SPARK_RANK is not: set both (or neither)");
+  EXPECT_EQ(refusal_of({{"RANK", "4"}, {"WORLD_SIZE", "4"}}),
+            "RANK=4 is refused: it must be less than WORLD_SIZE=4 (valid ranks are 0..3)");
+  EXPECT_EQ(refusal_of({{"SPARK_LOCAL_RANK", "2"}, {"SPARK_LOCAL_SIZE", "2"}}),
+            "SPARK_LOCAL_RANK=2 is refused: it must be less than SPARK_LOCAL_SIZE=2 (valid ranks "
+            "are 0..1)");
+  EXPECT_EQ(refusal_of({{"SPARK_RANK", "0"}, {"SPARK_SIZE", "2"}, {"SPARK_LOCAL_SIZE", "3"}}),
+            "SPARK_LOCAL_SIZE=3 is refused: it must not exceed SPARK_SIZE=2");
+}
+
+TEST(Config, TableIsCompleteAndConsistent) {
+  std::set<std::string_view> names;
+  for (const auto& knob : spark::config::knobs()) {
+    EXPECT_TRUE(names.insert(knob.name).second) << "duplicate " << knob.name;
+    EXPECT_FALSE(knob.doc.empty()) << knob.name;
+    EXPECT_FALSE(knob.type.empty()) << knob.name;
+    // Every default must itself pass the knob's own checks.
+    if (!knob.default_value.empty()) {
+      EXPECT_EQ(refusal_of({{std::string(knob.name), std::string(knob.default_value)}}),
+                "(accepted)")
+          << knob.name;
+    }
+  }
+  for (const char* required :
+       {"SPARKNET_ROCE_TIMEOUT_MS", "SPARK_BARRIER_TIMEOUT_MS", "SPARK_JOIN_TIMEOUT_MS",
+        "SPARK_TRANSPORT", "SPARK_TCP_LANES", "SPARK_RENDEZVOUS", "SPARK_RANK", "SPARK_SIZE",
+        "SPARK_LOCAL_RANK", "SPARK_LOCAL_SIZE", "SPARK_NODE_RANK", "SPARK_JOB_ID", "SPARK_HOST",
+        "SPARK_CPUSET", "SPARK_LANES", "SPARK_IB_HCA", "SPARK_IB_GID_INDEX", "SPARK_TRACE",
+        "SPARK_LOG", "SPARK_TOPOLOGY_XML", "SPARKNET_ROCE_SPIN_LIMIT", "SPARKNET_ROCE_KERNELS",
+        "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"}) {
+    EXPECT_NE(spark::config::find_knob(required), nullptr) << required;
+  }
+  EXPECT_EQ(spark::config::find_knob("SPARK_NOPE"), nullptr);
+}
+
+TEST(Config, DescribeSourcesListsValuesSourcesAndTypos) {
+  const Config cfg = Config::from_map({{"SPARK_TRANSPORT", "tcp"}, {"SPARK_TRANSPRT", "shm"}});
+  const std::string text = cfg.describe_sources();
+  EXPECT_NE(text.find("SPARK_TRANSPORT=tcp [set]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("SPARKNET_ROCE_TIMEOUT_MS=10000 [default]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("SPARK_RANK=(unset) [default]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("warning: SPARK_TRANSPRT is set but is not a libspark variable (a typo?)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(cfg.unknown_variables(), (std::vector<std::string>{"SPARK_TRANSPRT"}));
+}
+
+TEST(Config, FromEnvironmentReadsTheProcessEnvironment) {
+  // The one test that touches the real environment; it restores what it changes.
+  ::setenv("SPARK_TCP_LANES", "3", 1);
+  const Config cfg = Config::from_environment();
+  EXPECT_EQ(cfg.tcp_lanes(), 3);
+  EXPECT_EQ(cfg.source("SPARK_TCP_LANES"), spark::config::Source::environment);
+  ::setenv("SPARKNET_ROCE_SPIN_LIMIT", "", 1);
+  EXPECT_THROW((void)Config::from_environment(), ConfigError);
+  ::unsetenv("SPARKNET_ROCE_SPIN_LIMIT");
+  ::unsetenv("SPARK_TCP_LANES");
+}
+
+}  // namespace

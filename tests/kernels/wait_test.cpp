@@ -169,6 +169,14 @@ TEST_F(WaitTest, TimeoutLoweredMidWaitExpiresAtOnce) {
   EXPECT_EQ(ctl.record.timeout_ms, 20u);
 }
 
+TEST_F(WaitTest, GraceExtendsDeadlineButRecordShowsTimeout) {
+  ctl.grace_ms = 50;
+  ScriptedClock clock;
+  EXPECT_EQ(sk::wait_flag(&ctl, w, clock), sk::WaitStatus::timed_out);
+  EXPECT_EQ(ctl.record.waited_ms, 150u);
+  EXPECT_EQ(ctl.record.timeout_ms, 100u);
+}
+
 TEST_F(WaitTest, AlreadyFailedCommunicatorFailsAtOnce) {
   sk::FailureSite other{.peer = 1, .lane = 0, .seq = 7, .step = 0, .op = "broadcast", .detail = ""};
   ASSERT_TRUE(sk::record_failure(&ctl, other, sk::kCausePeerClosed, 0, 100, 1));

@@ -48,6 +48,11 @@ struct ControlBlock {
   std::uint32_t state;       ///< kStateHealthy / kStateWriting / kStateFailed
   std::int32_t rank;         ///< this rank, copied into records
   std::uint32_t lane_count;
+  /// Extra time GPU waits allow on top of timeout_ms when a host proxy, which knows better
+  /// which peer is missing, waits for the same data with timeout_ms: its record should win,
+  /// the GPU's wait stays the backstop (proxy stuck or gone). 0 when the GPU waits alone.
+  std::uint32_t grace_ms;
+  std::uint32_t reserved;
   std::uint64_t device_seq;  ///< last sequence number a device collective completed
   char lane_names[kMaxLanes][kLaneNameSize];  ///< "tcp:0", "rocep1s0f0", ...
   FailureRecordData record;                   ///< valid when state == kStateFailed
@@ -79,6 +84,7 @@ struct FailureSite {
   std::uint32_t step = 0;
   const char* op = "";
   const char* detail = "";
+  const char* lane_name = nullptr;  ///< overrides the control block's name of `lane`
 };
 
 /// Writes the record and marks the communicator failed. Returns false when another writer
@@ -96,7 +102,10 @@ SPARK_HD inline bool record_failure(ControlBlock* ctl, const FailureSite& site, 
   r.timeout_ms = timeout_ms;
   r.cause = cause;
   r.time_unix_ns = time_unix_ns;
-  if (site.lane < kMaxLanes && site.lane < ctl->lane_count && ctl->lane_names[site.lane][0] != 0) {
+  if (site.lane_name != nullptr) {
+    copy_cstr(r.lane, sizeof r.lane, site.lane_name);
+  } else if (site.lane < kMaxLanes && site.lane < ctl->lane_count &&
+             ctl->lane_names[site.lane][0] != 0) {
     copy_cstr(r.lane, sizeof r.lane, ctl->lane_names[site.lane]);
   } else {
     // "lane N" without snprintf (not available on the device).

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "spark/kernels/channel.hpp"
 #include "spark/types.hpp"
 
 namespace spark::kernels {
@@ -23,5 +24,22 @@ struct ReduceLaunch {
 };
 
 cudaError_t launch_reduce(const ReduceLaunch& p, cudaStream_t stream);
+
+/// One thread block: small messages are latency-bound (a PCIe / C2C round trip per flag).
+inline constexpr unsigned kSmallAllreduceThreads = 512;
+
+/// The one-kernel small allreduce over a Channel (device addresses). count * element size
+/// must fit the channel's capacity. Graph-capturable: the sequence number and the timeout
+/// come from the control block at run time, not from these arguments.
+struct SmallAllreduceLaunch {
+  Channel channel;
+  const void* send = nullptr;  ///< device memory; may equal recv
+  void* recv = nullptr;
+  std::uint64_t count = 0;
+  DType dtype = DType::f32;
+  ReduceOp op = ReduceOp::sum;
+};
+
+cudaError_t launch_small_allreduce(const SmallAllreduceLaunch& p, cudaStream_t stream);
 
 }  // namespace spark::kernels

@@ -24,9 +24,10 @@ struct FlagWait {
   FailureSite site;  ///< peer, lane, seq (the value awaited), step, op, detail
 };
 
-/// Waits until the flag arrives, the communicator fails, or the current timeout (re-read from
-/// the control block on every iteration) has passed since the wait began. On expiry the flag
-/// gets one last look, so data that arrived exactly at the deadline is still taken.
+/// Waits until the flag arrives, the communicator fails, or the current timeout plus grace
+/// (both re-read from the control block on every iteration) has passed since the wait began.
+/// On expiry the flag gets one last look, so data that arrived exactly at the deadline is
+/// still taken. The record carries the timeout (without grace) and the time actually waited.
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable
 #endif
@@ -38,9 +39,11 @@ SPARK_HD WaitStatus wait_flag(ControlBlock* ctl, const FlagWait& w, Clock& clock
     if (load_acquire(w.flag) >= w.site.seq) return WaitStatus::arrived;
     if (is_failed(ctl)) return WaitStatus::failed;
     const std::uint32_t timeout_ms = load_acquire(&ctl->timeout_ms);
+    const std::uint64_t limit_ms =
+        static_cast<std::uint64_t>(timeout_ms) + load_acquire(&ctl->grace_ms);
     const std::uint64_t now = clock.now_ns();
     const std::uint64_t waited_ns = now > start ? now - start : 0;
-    if (waited_ns >= static_cast<std::uint64_t>(timeout_ms) * 1000000u) {
+    if (waited_ns >= limit_ms * 1000000u) {
       if (load_acquire(w.flag) >= w.site.seq) return WaitStatus::arrived;
       const std::uint64_t waited_ms = waited_ns / 1000000u;
       record_failure(ctl, w.site, kCauseTimeout,

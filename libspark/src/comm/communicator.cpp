@@ -1,0 +1,71 @@
+// spark::Communicator: the public face; every call forwards to CommunicatorImpl.
+#include "spark/communicator.hpp"
+
+#include "comm/communicator_impl.hpp"
+
+namespace spark {
+
+Communicator::Communicator(std::unique_ptr<CommunicatorImpl> impl) : impl_(std::move(impl)) {}
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const noexcept { return impl_->rank(); }
+int Communicator::size() const noexcept { return impl_->size(); }
+int Communicator::local_rank() const noexcept { return impl_->local_rank(); }
+int Communicator::local_size() const noexcept { return impl_->local_size(); }
+
+void Communicator::allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  impl_->allreduce(send, recv, count, dtype, op);
+}
+void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                                  ReduceOp op) {
+  impl_->reduce_scatter(send, recv, recv_count, dtype, op);
+}
+void Communicator::allgather(const void* send, void* recv, std::size_t send_count, DType dtype) {
+  impl_->allgather(send, recv, send_count, dtype);
+}
+void Communicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
+  impl_->broadcast(buffer, count, dtype, root);
+}
+void Communicator::alltoall(const void* send, void* recv, std::size_t count, DType dtype) {
+  impl_->alltoall(send, recv, count, dtype);
+}
+void Communicator::alltoallv(const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
+                             void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs,
+                             DType dtype) {
+  impl_->alltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype);
+}
+void Communicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
+  impl_->send(buffer, count, dtype, peer);
+}
+void Communicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
+  impl_->recv(buffer, count, dtype, peer);
+}
+void Communicator::barrier() { impl_->barrier(); }
+
+std::optional<FailureRecord> Communicator::failure() const { return impl_->failure(); }
+void Communicator::check_health() const { impl_->check_health(); }
+void Communicator::set_timeout_ms(std::uint32_t ms) { impl_->set_timeout_ms(ms); }
+std::uint32_t Communicator::timeout_ms() const noexcept { return impl_->timeout_ms(); }
+
+namespace {
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
+}  // namespace
+
+template <class T>
+void Communicator::allreduce(std::span<T> inout, ReduceOp op) {
+  impl_->allreduce(inout.data(), inout.data(), inout.size(), dtype_of<T>(), op);
+}
+template void Communicator::allreduce<float>(std::span<float>, ReduceOp);
+template void Communicator::allreduce<double>(std::span<double>, ReduceOp);
+template void Communicator::allreduce<std::int32_t>(std::span<std::int32_t>, ReduceOp);
+template void Communicator::allreduce<std::int64_t>(std::span<std::int64_t>, ReduceOp);
+template void Communicator::allreduce<std::uint8_t>(std::span<std::uint8_t>, ReduceOp);
+
+}  // namespace spark

@@ -1,0 +1,42 @@
+#include "comm/communicator_impl.hpp"
+
+#include <set>
+
+#include "spark/error.hpp"
+
+namespace spark {
+
+CommOptions CommOptions::from_config(const config::Config& config) {
+  CommOptions o;
+  o.timeout_ms = config.timeout_ms();
+  o.barrier_timeout_ms = config.barrier_timeout_ms();
+  o.join_timeout_ms = config.join_timeout_ms();
+  o.spin_us = config.spin_us();
+  o.transport = config.transport();
+  o.tcp_lanes = config.tcp_lanes();
+  o.tcp_addr = config.tcp_addr();
+  o.job_id = config.job_id().value_or("");
+  return o;
+}
+
+CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, CommOptions options)
+    : boot_(std::move(boot)), options_(std::move(options)), timeout_ms_(options_.timeout_ms) {
+  if (!boot_) throw InvalidUsage("CommunicatorImpl: no bootstrap");
+  if (options_.timeout_ms == 0) throw InvalidUsage("timeout must be at least 1 ms");
+  wire_up();
+}
+
+CommunicatorImpl::~CommunicatorImpl() {
+  // Destroy transports before the bootstrap (reverse creation order).
+  by_peer_.clear();
+  transports_.clear();
+}
+
+std::string CommunicatorImpl::transport_summary() const {
+  if (transports_.empty()) return "self";
+  std::string s;
+  for (const auto& t : transports_) s += (s.empty() ? "" : "+") + std::string(t->name());
+  return s;
+}
+
+}  // namespace spark

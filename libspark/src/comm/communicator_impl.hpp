@@ -1,0 +1,148 @@
+// The communicator's internals: transports per peer, sequence numbers, the single wait point
+// and the fail-stop state. Collective algorithms live in coll/collectives.cpp.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "config/config.hpp"
+#include "spark/failure.hpp"
+#include "spark/types.hpp"
+#include "transport/transport.hpp"
+
+namespace spark {
+
+/// Everything the communicator takes from the configuration snapshot (tests fill it directly).
+struct CommOptions {
+  std::uint32_t timeout_ms = 10000;          ///< SPARKNET_ROCE_TIMEOUT_MS
+  std::uint32_t barrier_timeout_ms = 600000; ///< SPARK_BARRIER_TIMEOUT_MS
+  std::uint32_t join_timeout_ms = 60000;     ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
+  std::uint32_t spin_us = 50;                ///< SPARK_SPIN_US
+  config::Transport transport = config::Transport::auto_select;
+  int tcp_lanes = 2;
+  std::optional<std::string> tcp_addr;
+  std::string job_id;             ///< names shm segments ("" = none given)
+  /// Fail-stop policy: report a failure to the launcher via Bootstrap::abort (the group is
+  /// then stopped). Tests of the library alone turn it off.
+  bool report_failures = true;
+  std::size_t shm_slot_bytes = 256 * 1024;
+  std::size_t tcp_slot_bytes = 256 * 1024;
+  std::size_t slots = 8;
+
+  static CommOptions from_config(const config::Config& config);
+};
+
+/// Algorithm choice for allreduce (auto picks by size; the others are for measurements).
+enum class AllreduceAlgo : std::uint8_t { automatic, one_shot, two_phase };
+
+class CommunicatorImpl {
+ public:
+  /// Wires up transports through `boot` and returns after a CPU-side barrier.
+  CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, CommOptions options);
+  ~CommunicatorImpl();
+  CommunicatorImpl(const CommunicatorImpl&) = delete;
+  CommunicatorImpl& operator=(const CommunicatorImpl&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  int local_rank() const noexcept { return local_rank_; }
+  int local_size() const noexcept { return local_size_; }
+  std::string node_id() const { return node_id_; }
+  /// "shm", "tcp", "shm+tcp" or "self": what this rank uses to reach its peers.
+  std::string transport_summary() const;
+  bootstrap::Bootstrap& bootstrap() noexcept { return *boot_; }
+
+  // collectives (coll/collectives.cpp)
+  void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype, ReduceOp op);
+  void allgather(const void* send, void* recv, std::size_t send_count, DType dtype);
+  void broadcast(void* buffer, std::size_t count, DType dtype, int root);
+  void alltoall(const void* send, void* recv, std::size_t count, DType dtype);
+  void alltoallv(const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
+                 void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs,
+                 DType dtype);
+  void send(const void* buffer, std::size_t count, DType dtype, int peer);
+  void recv(void* buffer, std::size_t count, DType dtype, int peer);
+  void barrier();
+
+  // fail-stop
+  std::optional<FailureRecord> failure() const;
+  void check_health() const;
+  void set_timeout_ms(std::uint32_t ms);
+  std::uint32_t timeout_ms() const noexcept { return timeout_ms_.load(std::memory_order_relaxed); }
+  /// Whether failures are reported via Bootstrap::abort (see CommOptions::report_failures).
+  void set_report_failures(bool on) noexcept { options_.report_failures = on; }
+
+  // tuning / measurement
+  void set_allreduce_algo(AllreduceAlgo algo) noexcept { algo_ = algo; }
+  /// Messages up to this many bytes use the one-shot allreduce (measured, docs/collectives.md).
+  void set_one_shot_max_bytes(std::size_t bytes) noexcept { one_shot_max_ = bytes; }
+  std::size_t one_shot_max_bytes() const noexcept { return one_shot_max_; }
+
+ private:
+  /// The operation in progress (for headers and failure records).
+  struct Op {
+    const char* name = "";
+    std::uint64_t seq = 0;
+    transport::CallDesc call;
+    bool barrier = false;  ///< waits use the barrier timeout
+  };
+
+  // --- messaging built on the wait point (comm/wait.cpp) ---
+  /// Waits for a credit to `peer`, then sends one piece.
+  void post(int peer, std::uint32_t step, std::uint32_t piece, const void* data, std::size_t bytes,
+            std::uint64_t count_for_peer);
+  /// Waits for the next message from `peer` and checks that it belongs to this op/step/piece.
+  transport::RecvView take(int peer, std::uint32_t step, std::uint32_t piece, std::size_t bytes,
+                           std::uint64_t count_expected);
+  void give_back(int peer) { by_peer_[static_cast<std::size_t>(peer)]->release(peer); }
+  /// Waits until every send of this op has left the process.
+  void drain();
+
+  /// THE wait point: every wait on a peer goes through here.
+  template <class Ready>
+  void wait(int peer, transport::WaitKind kind, std::uint32_t step, Ready&& ready) {
+    if (ready()) return;
+    wait_slow(peer, kind, step, &ready, [](void* r) { return (*static_cast<Ready*>(r))(); });
+  }
+  void wait_slow(int peer, transport::WaitKind kind, std::uint32_t step, void* ctx, bool (*ready)(void*));
+  [[noreturn]] void fail(FailureCause cause, int peer, const std::string& lane, std::uint32_t step,
+                         std::uint32_t waited_ms, std::uint32_t timeout_ms, const std::string& detail);
+  void begin(const char* name, transport::CallDesc call, bool barrier = false);
+  void begin_p2p(const char* name, transport::CallDesc call, int peer, bool sending);
+  std::size_t piece_bytes() const noexcept { return piece_; }
+
+  // algorithms (coll/collectives.cpp)
+  void allreduce_one_shot(const std::byte* in, std::byte* out, std::size_t count, DType dtype, ReduceOp op);
+  void allreduce_two_phase(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
+                           ReduceOp op, bool gather);
+
+  void wire_up();  // comm/wireup.cpp
+
+  std::unique_ptr<bootstrap::Bootstrap> boot_;
+  CommOptions options_;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::string node_id_;
+  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  std::vector<transport::Transport*> by_peer_;  ///< nullptr for self
+  std::size_t piece_ = 256 * 1024;              ///< min slot_bytes over transports
+  std::vector<std::uint64_t> p2p_send_seq_, p2p_recv_seq_;
+  std::uint64_t seq_ = 0;
+  Op op_;
+  AllreduceAlgo algo_ = AllreduceAlgo::automatic;
+  std::size_t one_shot_max_ = 64 * 1024;
+
+  std::atomic<std::uint32_t> timeout_ms_;
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failure_mu_;
+  FailureRecord record_{};
+};
+
+}  // namespace spark

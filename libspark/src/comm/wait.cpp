@@ -1,0 +1,181 @@
+// The single wait point and the fail-stop state. Every wait on a peer (data, a free slot,
+// outgoing bytes) goes through CommunicatorImpl::wait_slow, which knows peer, lane, op, seq
+// and step: that is where a FailureRecord is made.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "coll/call_desc.hpp"
+#include "comm/communicator_impl.hpp"
+#include "spark/error.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SPARK_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define SPARK_CPU_RELAX() asm volatile("yield" ::: "memory")
+#else
+#define SPARK_CPU_RELAX() ((void)0)
+#endif
+
+namespace spark {
+
+using transport::WaitKind;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+void copy_field(char* dst, std::size_t cap, const std::string& s) {
+  std::size_t n = std::min(cap - 1, s.size());
+  std::memcpy(dst, s.data(), n);
+  dst[n] = '\0';
+}
+}  // namespace
+
+void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, void* ctx,
+                                 bool (*ready)(void*)) {
+  transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
+  const auto start = Clock::now();
+  const auto spin_until = start + std::chrono::microseconds(options_.spin_us);
+  for (;;) {
+    for (auto& tr : transports_) tr->progress();
+    if (ready(ctx)) return;
+    const auto now = Clock::now();
+    // Read the timeout on every round: set_timeout_ms from another thread applies at once.
+    const std::uint32_t timeout =
+        op_.barrier ? options_.barrier_timeout_ms : timeout_ms_.load(std::memory_order_relaxed);
+    const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start);
+    const auto limit = std::chrono::microseconds(std::uint64_t{timeout} * 1000);
+    if (now < spin_until && waited < limit) {
+      SPARK_CPU_RELAX();
+      continue;
+    }
+    std::string detail;
+    if (t.peer_state(peer, &detail) != transport::PeerState::ok) {
+      // Data that arrived before the close is still good: look once more.
+      for (auto& tr : transports_) tr->progress();
+      if (ready(ctx)) return;
+      fail(FailureCause::peer_closed, peer, t.lane_name(peer, kind), step,
+           static_cast<std::uint32_t>(waited.count() / 1000), timeout, detail);
+    }
+    if (waited >= limit) {
+      const char* what = kind == WaitKind::data     ? ""
+                         : kind == WaitKind::credit ? "waiting for a free slot: the peer is not receiving"
+                                                    : "waiting to send: the peer is not receiving";
+      fail(FailureCause::timeout, peer, t.lane_name(peer, kind), step,
+           static_cast<std::uint32_t>(waited.count() / 1000), timeout, what);
+    }
+    auto slice = std::min(limit - waited, std::chrono::microseconds(5000));
+    // Another transport has bytes queued that someone may depend on: keep it moving.
+    for (auto& tr : transports_)
+      if (tr.get() != &t && tr->has_pending()) slice = std::min(slice, std::chrono::microseconds(100));
+    t.block(peer, kind, slice);
+  }
+}
+
+void CommunicatorImpl::fail(FailureCause cause, int peer, const std::string& lane, std::uint32_t step,
+                            std::uint32_t waited_ms, std::uint32_t timeout_ms, const std::string& detail) {
+  FailureRecord rec;
+  {
+    std::lock_guard lock(failure_mu_);
+    if (!failed_.load(std::memory_order_acquire)) {
+      FailureRecord& r = record_;
+      r = FailureRecord{};
+      r.rank = rank_;
+      r.peer = peer;
+      r.seq = op_.seq;
+      r.step = step;
+      r.waited_ms = waited_ms;
+      r.timeout_ms = timeout_ms;
+      r.cause = cause;
+      r.time_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+      copy_field(r.lane, sizeof r.lane, lane);
+      copy_field(r.op, sizeof r.op, op_.name);
+      copy_field(r.detail, sizeof r.detail, detail);
+      failed_.store(true, std::memory_order_release);
+      rec = r;
+      if (options_.report_failures) boot_->abort(1, to_string(rec));
+    } else {
+      rec = record_;
+    }
+  }
+  throw CommFailure(rec);
+}
+
+std::optional<FailureRecord> CommunicatorImpl::failure() const {
+  if (!failed_.load(std::memory_order_acquire)) return std::nullopt;
+  std::lock_guard lock(failure_mu_);
+  return record_;
+}
+
+void CommunicatorImpl::check_health() const {
+  if (!failed_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(failure_mu_);
+  throw CommFailure(record_);
+}
+
+void CommunicatorImpl::set_timeout_ms(std::uint32_t ms) {
+  if (ms == 0) throw InvalidUsage("set_timeout_ms(0): the timeout must be at least 1 ms");
+  timeout_ms_.store(ms, std::memory_order_relaxed);
+}
+
+void CommunicatorImpl::begin(const char* name, transport::CallDesc call, bool barrier) {
+  check_health();
+  op_ = Op{name, ++seq_, call, barrier};
+}
+
+void CommunicatorImpl::begin_p2p(const char* name, transport::CallDesc call, int peer, bool sending) {
+  check_health();
+  auto& counter = sending ? p2p_send_seq_ : p2p_recv_seq_;
+  op_ = Op{name, ++counter[static_cast<std::size_t>(peer)], call, false};
+}
+
+void CommunicatorImpl::post(int peer, std::uint32_t step, std::uint32_t piece, const void* data,
+                            std::size_t bytes, std::uint64_t count_for_peer) {
+  transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
+  wait(peer, WaitKind::credit, step, [&] { return t.can_send(peer); });
+  transport::MsgHeader h;
+  h.seq = op_.seq;
+  h.step = step;
+  h.piece = piece;
+  h.bytes = static_cast<std::uint32_t>(bytes);
+  h.call = op_.call;
+  h.call.count = count_for_peer;
+  t.send(peer, h, data);
+}
+
+transport::RecvView CommunicatorImpl::take(int peer, std::uint32_t step, std::uint32_t piece,
+                                           std::size_t bytes, std::uint64_t count_expected) {
+  transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
+  wait(peer, WaitKind::data, step, [&] { return t.peek(peer).header != nullptr; });
+  transport::RecvView v = t.peek(peer);
+  const transport::MsgHeader& h = *v.header;
+  transport::CallDesc mine = op_.call;
+  mine.count = count_expected;
+  if (h.seq != op_.seq || !(h.call == mine)) {
+    fail(FailureCause::mismatch, peer, t.lane_name(peer, WaitKind::data), step, 0,
+         timeout_ms_.load(std::memory_order_relaxed),
+         "rank " + std::to_string(peer) + " called " + describe(h.call) + " at seq " +
+             std::to_string(h.seq) + ", rank " + std::to_string(rank_) + " called " + describe(mine) +
+             " at seq " + std::to_string(op_.seq));
+  }
+  if (h.step != step || h.piece != piece || h.bytes != bytes) {
+    fail(FailureCause::mismatch, peer, t.lane_name(peer, WaitKind::data), step, 0,
+         timeout_ms_.load(std::memory_order_relaxed),
+         "protocol mismatch: got step " + std::to_string(h.step) + " piece " + std::to_string(h.piece) +
+             " (" + std::to_string(h.bytes) + " B), expected step " + std::to_string(step) + " piece " +
+             std::to_string(piece) + " (" + std::to_string(bytes) + " B); do all ranks use the same settings?");
+  }
+  return v;
+}
+
+void CommunicatorImpl::drain() {
+  for (int p = 0; p < size_; ++p) {
+    transport::Transport* t = by_peer_[static_cast<std::size_t>(p)];
+    if (t == nullptr) continue;
+    wait(p, WaitKind::send_done, 0, [&] { return t->send_idle(p); });
+  }
+}
+
+}  // namespace spark

@@ -1,0 +1,112 @@
+// Transport wire-up: publish node identity, pick a transport per peer (shm on the same node,
+// tcp otherwise, SPARK_TRANSPORT forces one), publish endpoints, connect, then a CPU-side
+// barrier so that every rank is connected before init() returns.
+#include <algorithm>
+
+#include "comm/communicator_impl.hpp"
+#include "spark/error.hpp"
+#include "transport/shm/shm_transport.hpp"
+#include "transport/tcp/tcp_transport.hpp"
+
+namespace spark {
+
+namespace {
+std::string get_string(bootstrap::Bootstrap& b, int rank, const std::string& key) {
+  return bootstrap::to_string(b.get(rank, key));
+}
+}  // namespace
+
+void CommunicatorImpl::wire_up() {
+  rank_ = boot_->rank();
+  size_ = boot_->size();
+  local_rank_ = boot_->local_rank();
+  local_size_ = boot_->local_size();
+  node_id_ = boot_->node_id();
+  by_peer_.assign(static_cast<std::size_t>(size_), nullptr);
+  p2p_send_seq_.assign(static_cast<std::size_t>(size_), 0);
+  p2p_recv_seq_.assign(static_cast<std::size_t>(size_), 0);
+  if (options_.transport == config::Transport::roce)
+    throw ConfigError(
+        "SPARK_TRANSPORT=roce: this libspark has no RoCE transport yet; use SPARK_TRANSPORT=auto, tcp or shm");
+  if (size_ == 1) return;
+
+  const std::chrono::milliseconds join(options_.join_timeout_ms);
+  boot_->put("spark.node", bootstrap::as_bytes(node_id_));
+  boot_->commit();
+  boot_->fence(join);
+  std::vector<std::string> nodes(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) nodes[static_cast<std::size_t>(r)] = get_string(*boot_, r, "spark.node");
+
+  std::vector<int> shm_peers, tcp_peers;
+  std::vector<bool> same_node(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const bool same = nodes[static_cast<std::size_t>(r)] == node_id_;
+    same_node[static_cast<std::size_t>(r)] = same;
+    switch (options_.transport) {
+      case config::Transport::shm:
+        if (!same)
+          throw ConfigError("SPARK_TRANSPORT=shm, but rank " + std::to_string(r) + " is on node '" +
+                            nodes[static_cast<std::size_t>(r)] + "' and rank " + std::to_string(rank_) +
+                            " on '" + node_id_ + "': shared memory only reaches ranks of the same node; "
+                            "use SPARK_TRANSPORT=auto");
+        shm_peers.push_back(r);
+        break;
+      case config::Transport::tcp:
+        tcp_peers.push_back(r);
+        break;
+      default:
+        (same ? shm_peers : tcp_peers).push_back(r);
+    }
+  }
+
+  transport::ShmTransport* shm = nullptr;
+  transport::TcpTransport* tcp = nullptr;
+  if (!shm_peers.empty()) {
+    std::vector<int> node_ranks = shm_peers;
+    node_ranks.push_back(rank_);
+    std::sort(node_ranks.begin(), node_ranks.end());
+    auto t = std::make_unique<transport::ShmTransport>(
+        rank_, size_, node_ranks, options_.job_id.empty() ? "job" : options_.job_id, node_id_,
+        transport::ShmOptions{options_.slots, options_.shm_slot_bytes});
+    shm = t.get();
+    boot_->put("spark.shm", bootstrap::as_bytes(shm->endpoint()));
+    transports_.push_back(std::move(t));
+  }
+  if (!tcp_peers.empty()) {
+    transport::TcpOptions o;
+    o.lanes = options_.tcp_lanes;
+    o.slots = options_.slots;
+    o.slot_bytes = options_.tcp_slot_bytes;
+    o.addr = options_.tcp_addr;
+    auto t = std::make_unique<transport::TcpTransport>(rank_, size_, tcp_peers, o);
+    tcp = t.get();
+    boot_->put("spark.tcp", bootstrap::as_bytes(tcp->endpoint()));
+    transports_.push_back(std::move(t));
+  }
+  boot_->commit();
+  boot_->fence(join);
+
+  piece_ = SIZE_MAX;
+  if (shm != nullptr) {
+    for (int r : shm_peers) {
+      shm->attach(r, get_string(*boot_, r, "spark.shm"));
+      by_peer_[static_cast<std::size_t>(r)] = shm;
+    }
+    piece_ = std::min(piece_, shm->slot_bytes());
+  }
+  if (tcp != nullptr) {
+    std::vector<std::string> endpoints(static_cast<std::size_t>(size_));
+    for (int r : tcp_peers) {
+      endpoints[static_cast<std::size_t>(r)] = get_string(*boot_, r, "spark.tcp");
+      by_peer_[static_cast<std::size_t>(r)] = tcp;
+    }
+    tcp->connect_all(endpoints, same_node, join);
+    piece_ = std::min(piece_, tcp->slot_bytes());
+  }
+  // Every rank connected (and every shm segment mapped) before init returns.
+  barrier();
+  if (shm != nullptr) shm->unlink();
+}
+
+}  // namespace spark

@@ -1,0 +1,228 @@
+#include "transport/shm/shm_transport.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "spark/error.hpp"
+
+namespace spark::transport {
+
+namespace {
+
+constexpr std::size_t kLine = 64;
+
+// Control words of one mailbox, each on its own cache line (sender and receiver write
+// different words; false sharing would cost every message a line bounce).
+struct alignas(kLine) Control {
+  alignas(kLine) std::atomic<std::uint32_t> head{0};      // published messages (sender)
+  alignas(kLine) std::atomic<std::uint32_t> tail{0};      // released messages (receiver)
+  alignas(kLine) std::atomic<std::uint32_t> rx_waiting{0};  // receiver sleeps on head
+  std::atomic<std::uint32_t> tx_waiting{0};                 // sender sleeps on tail
+};
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+std::size_t slot_stride(std::size_t slot_bytes) { return kLine + slot_bytes; }
+
+long futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const timespec* ts) {
+  // Not FUTEX_PRIVATE: the word lives in memory shared between processes.
+  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), op, val, ts, nullptr, 0);
+}
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-') ? c : '_';
+  if (out.size() > 40) out.resize(40);
+  return out;
+}
+
+std::string pid_namespace() {
+  struct stat st {};
+  if (::stat("/proc/self/ns/pid", &st) != 0) return "?";
+  return std::to_string(st.st_ino);
+}
+
+[[noreturn]] void fail_errno(const std::string& what) {
+  throw Error("shm transport: " + what + ": " + std::strerror(errno) +
+              " (check that /dev/shm is mounted and has space, or set SPARK_TRANSPORT=tcp)");
+}
+
+}  // namespace
+
+struct ShmTransport::Region {
+  Control ctl;
+  // followed by slots: [MsgHeader padded to kLine][payload slot_bytes] ...
+  std::byte* slot(std::size_t i, std::size_t slot_bytes) noexcept {
+    return reinterpret_cast<std::byte*>(this + 1) + i * slot_stride(slot_bytes);
+  }
+};
+
+ShmTransport::ShmTransport(int rank, int size, std::vector<int> node_ranks,
+                           const std::string& job_id, const std::string& node_id,
+                           ShmOptions options)
+    : rank_(rank), node_ranks_(std::move(node_ranks)), opt_(options) {
+  region_bytes_ = sizeof(Region) + opt_.slots * slot_stride(opt_.slot_bytes);
+  region_bytes_ = (region_bytes_ + 4095) & ~std::size_t{4095};
+  peers_.resize(static_cast<std::size_t>(size));
+  std::random_device rd;
+  name_ = "/spark-" + sanitize(job_id) + "-" + sanitize(node_id) + "-r" + std::to_string(rank) +
+          "-" + std::to_string(::getpid()) + "-" + std::to_string(rd() & 0xffff);
+  int fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) fail_errno("shm_open(" + name_ + ")");
+  own_.bytes = region_bytes_ * node_ranks_.size();
+  if (::ftruncate(fd, static_cast<off_t>(own_.bytes)) != 0) {
+    int e = errno;
+    ::close(fd);
+    ::shm_unlink(name_.c_str());
+    errno = e;
+    fail_errno("ftruncate(" + name_ + ")");
+  }
+  // MAP_POPULATE: pay for the pages once, here, not in the first collective.
+  own_.base = ::mmap(nullptr, own_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (own_.base == MAP_FAILED) {
+    own_.base = nullptr;
+    ::shm_unlink(name_.c_str());
+    errno = e;
+    fail_errno("mmap(" + name_ + ")");
+  }
+  for (std::size_t i = 0; i < node_ranks_.size(); ++i) new (region(own_.base, static_cast<int>(i))) Region{};
+}
+
+ShmTransport::~ShmTransport() {
+  for (auto& p : peers_) {
+    if (!p) continue;
+    if (p->map.base != nullptr) ::munmap(p->map.base, p->map.bytes);
+    if (p->pidfd >= 0) ::close(p->pidfd);
+  }
+  if (own_.base != nullptr) ::munmap(own_.base, own_.bytes);
+  unlink();
+}
+
+ShmTransport::Region* ShmTransport::region(void* base, int index) const noexcept {
+  return reinterpret_cast<Region*>(static_cast<std::byte*>(base) +
+                                   static_cast<std::size_t>(index) * region_bytes_);
+}
+
+int ShmTransport::index_of(int rank) const {
+  for (std::size_t i = 0; i < node_ranks_.size(); ++i)
+    if (node_ranks_[i] == rank) return static_cast<int>(i);
+  throw Error("shm transport: rank " + std::to_string(rank) + " is not on this node");
+}
+
+ShmTransport::Peer& ShmTransport::peer(int rank) { return *peers_[static_cast<std::size_t>(rank)]; }
+
+std::string ShmTransport::endpoint() const {
+  return name_ + ";" + std::to_string(::getpid()) + ";" + pid_namespace();
+}
+
+void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
+  auto p = std::make_unique<Peer>();
+  auto a = endpoint.find(';');
+  auto b = endpoint.find(';', a == std::string::npos ? a : a + 1);
+  if (a == std::string::npos || b == std::string::npos)
+    throw Error("shm transport: malformed endpoint '" + endpoint + "' from rank " +
+                std::to_string(peer_rank));
+  std::string seg = endpoint.substr(0, a);
+  int pid = std::stoi(endpoint.substr(a + 1, b - a - 1));
+  std::string ns = endpoint.substr(b + 1);
+  int fd = ::shm_open(seg.c_str(), O_RDWR, 0);
+  if (fd < 0) fail_errno("shm_open(" + seg + ") of rank " + std::to_string(peer_rank));
+  p->map.bytes = region_bytes_ * node_ranks_.size();
+  p->map.base = ::mmap(nullptr, p->map.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (p->map.base == MAP_FAILED) {
+    p->map.base = nullptr;
+    errno = e;
+    fail_errno("mmap(" + seg + ")");
+  }
+  p->rx = region(own_.base, index_of(peer_rank));
+  p->tx = region(p->map.base, index_of(rank_));
+  // A dead peer is noticed through a pidfd (readable once the process has exited), but only
+  // when both share a pid namespace; otherwise the timeout catches it.
+  if (ns == pid_namespace()) p->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  peers_[static_cast<std::size_t>(peer_rank)] = std::move(p);
+}
+
+void ShmTransport::unlink() noexcept {
+  if (!unlinked_ && !name_.empty()) {
+    ::shm_unlink(name_.c_str());
+    unlinked_ = true;
+  }
+}
+
+std::string ShmTransport::lane_name(int, WaitKind) const { return "shm"; }
+
+bool ShmTransport::can_send(int peer_rank) {
+  Peer& p = peer(peer_rank);
+  return p.sent - p.tx->ctl.tail.load(std::memory_order_acquire) < opt_.slots;
+}
+
+void ShmTransport::send(int peer_rank, const MsgHeader& header, const void* data) {
+  Peer& p = peer(peer_rank);
+  std::byte* slot = p.tx->slot(p.sent % opt_.slots, opt_.slot_bytes);
+  if (header.bytes > 0) std::memcpy(slot + kLine, data, header.bytes);
+  std::memcpy(slot, &header, sizeof header);
+  ++p.sent;
+  // seq_cst store + load pairs with the receiver's rx_waiting store + head load (Dekker), so a
+  // receiver about to sleep either sees the new head or gets woken.
+  p.tx->ctl.head.store(p.sent, std::memory_order_seq_cst);
+  if (p.tx->ctl.rx_waiting.load(std::memory_order_seq_cst) != 0)
+    futex(&p.tx->ctl.head, FUTEX_WAKE, 1, nullptr);
+}
+
+RecvView ShmTransport::peek(int peer_rank) {
+  Peer& p = peer(peer_rank);
+  if (p.rx->ctl.head.load(std::memory_order_acquire) == p.received) return {};
+  std::byte* slot = p.rx->slot(p.received % opt_.slots, opt_.slot_bytes);
+  return {reinterpret_cast<const MsgHeader*>(slot), slot + kLine};
+}
+
+void ShmTransport::release(int peer_rank) {
+  Peer& p = peer(peer_rank);
+  ++p.received;
+  p.rx->ctl.tail.store(p.received, std::memory_order_seq_cst);
+  if (p.rx->ctl.tx_waiting.load(std::memory_order_seq_cst) != 0)
+    futex(&p.rx->ctl.tail, FUTEX_WAKE, 1, nullptr);
+}
+
+void ShmTransport::block(int peer_rank, WaitKind kind, std::chrono::microseconds max) {
+  Peer& p = peer(peer_rank);
+  timespec ts{static_cast<time_t>(max.count() / 1000000),
+              static_cast<long>((max.count() % 1000000) * 1000)};
+  if (kind == WaitKind::data) {
+    p.rx->ctl.rx_waiting.store(1, std::memory_order_seq_cst);
+    std::uint32_t h = p.rx->ctl.head.load(std::memory_order_seq_cst);
+    if (h == p.received) futex(&p.rx->ctl.head, FUTEX_WAIT, h, &ts);
+    p.rx->ctl.rx_waiting.store(0, std::memory_order_relaxed);
+  } else if (kind == WaitKind::credit) {
+    p.tx->ctl.tx_waiting.store(1, std::memory_order_seq_cst);
+    std::uint32_t t = p.tx->ctl.tail.load(std::memory_order_seq_cst);
+    if (p.sent - t >= opt_.slots) futex(&p.tx->ctl.tail, FUTEX_WAIT, t, &ts);
+    p.tx->ctl.tx_waiting.store(0, std::memory_order_relaxed);
+  }
+}
+
+PeerState ShmTransport::peer_state(int peer_rank, std::string* detail) {
+  Peer& p = peer(peer_rank);
+  if (!p.gone && p.pidfd >= 0) {
+    pollfd pfd{p.pidfd, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) > 0) p.gone = true;
+  }
+  if (!p.gone) return PeerState::ok;
+  if (detail != nullptr) *detail = "process of rank " + std::to_string(peer_rank) + " exited";
+  return PeerState::closed;
+}
+
+}  // namespace spark::transport

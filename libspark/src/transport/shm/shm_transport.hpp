@@ -1,0 +1,80 @@
+// Shared-memory transport for ranks on the same node: each rank creates one POSIX shared
+// memory segment holding a mailbox per local peer; peers map it and memcpy payloads straight
+// into its slots (a one-sided write). Waiting spins briefly, then blocks on a futex.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/transport.hpp"
+
+namespace spark::transport {
+
+struct ShmOptions {
+  std::size_t slots = 8;
+  std::size_t slot_bytes = 256 * 1024;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  /// `node_ranks`: every rank of this node that uses shm, sorted, including `rank`.
+  /// Creates and maps this rank's segment (named with `job_id` and `node_id`).
+  ShmTransport(int rank, int size, std::vector<int> node_ranks, const std::string& job_id,
+               const std::string& node_id, ShmOptions options);
+  ~ShmTransport() override;
+  ShmTransport(const ShmTransport&) = delete;
+  ShmTransport& operator=(const ShmTransport&) = delete;
+
+  /// What peers need to attach: "segment-name;pid;pid-namespace".
+  std::string endpoint() const;
+  /// Maps the peer's segment from its endpoint string.
+  void attach(int peer, const std::string& endpoint);
+  /// Removes this rank's segment name from /dev/shm (after every peer attached).
+  void unlink() noexcept;
+  const std::string& segment_name() const noexcept { return name_; }
+
+  std::string_view name() const noexcept override { return "shm"; }
+  std::size_t slot_bytes() const noexcept override { return opt_.slot_bytes; }
+  std::string lane_name(int peer, WaitKind kind) const override;
+  bool can_send(int peer) override;
+  void send(int peer, const MsgHeader& header, const void* data) override;
+  bool send_idle(int) override { return true; }
+  RecvView peek(int peer) override;
+  void release(int peer) override;
+  void progress() override {}
+  bool has_pending() const noexcept override { return false; }
+  void block(int peer, WaitKind kind, std::chrono::microseconds max) override;
+  PeerState peer_state(int peer, std::string* detail) override;
+
+  struct Region;  // shared layout, see .cpp
+
+ private:
+  struct Mapping {
+    void* base = nullptr;
+    std::size_t bytes = 0;
+  };
+  struct Peer {
+    Region* rx = nullptr;  ///< messages from the peer: a region in my segment
+    Region* tx = nullptr;  ///< messages to the peer: my region in the peer's segment
+    Mapping map;           ///< the peer's segment
+    int pidfd = -1;
+    std::uint32_t sent = 0;
+    std::uint32_t received = 0;
+    bool gone = false;
+  };
+  Region* region(void* base, int index) const noexcept;
+  int index_of(int rank) const;
+  Peer& peer(int rank);
+
+  int rank_;
+  std::vector<int> node_ranks_;
+  ShmOptions opt_;
+  std::size_t region_bytes_ = 0;
+  std::string name_;
+  Mapping own_;
+  bool unlinked_ = false;
+  std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank (null if not shm)
+};
+
+}  // namespace spark::transport

@@ -1,0 +1,430 @@
+#include "transport/tcp/tcp_transport.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "spark/error.hpp"
+
+namespace spark::transport {
+
+namespace {
+
+constexpr std::uint32_t kData = 1;
+constexpr std::uint32_t kCredit = 2;
+constexpr std::size_t kSlotHeader = 64;  // header area in front of each rx payload
+constexpr std::uint32_t kHelloMagic = 0x5350524b;  // "SPRK"
+
+struct Hello {
+  std::uint32_t magic;
+  std::int32_t rank;
+  std::int32_t lane;
+};
+
+using Clock = std::chrono::steady_clock;
+
+int remaining_ms(Clock::time_point deadline) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1 << 30));
+}
+
+[[noreturn]] void fail_errno(const std::string& what) {
+  throw Error("tcp transport: " + what + ": " + std::strerror(errno));
+}
+
+void set_nonblocking(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
+}
+
+// Reads or writes exactly n bytes before the deadline (wire-up only).
+bool io_exact(int fd, void* buf, std::size_t n, bool write, Clock::time_point deadline) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
+    if (::poll(&pfd, 1, remaining_ms(deadline)) <= 0) return false;
+    ssize_t r = write ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+int connect_to(const std::string& ip, int port, Clock::time_point deadline, std::string* why) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1) {
+    *why = "bad address " + ip;
+    return -1;
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail_errno("socket");
+  set_nonblocking(fd, true);
+  int r = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  if (r != 0 && errno != EINPROGRESS) {
+    *why = ip + ":" + std::to_string(port) + ": " + std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  if (r != 0) {
+    pollfd pfd{fd, POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::poll(&pfd, 1, remaining_ms(deadline)) <= 0 ||
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+      *why = ip + ":" + std::to_string(port) + ": " + (err != 0 ? std::strerror(err) : "timed out");
+      ::close(fd);
+      return -1;
+    }
+  }
+  set_nonblocking(fd, false);
+  return fd;
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport(int rank, int size, std::vector<int> peers, TcpOptions options)
+    : rank_(rank), peer_ranks_(std::move(peers)), opt_(std::move(options)) {
+  if (opt_.lanes < 1) opt_.lanes = 1;
+  peers_.resize(static_cast<std::size_t>(size));
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) fail_errno("socket");
+  int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (opt_.addr) {
+    if (::inet_pton(AF_INET, opt_.addr->c_str(), &sa.sin_addr) != 1)
+      throw ConfigError("SPARK_TCP_ADDR='" + *opt_.addr + "' is not an IPv4 address");
+    addrs_.push_back(*opt_.addr);
+  }
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    fail_errno("bind" + (opt_.addr ? " to SPARK_TCP_ADDR=" + *opt_.addr : std::string()));
+  if (::listen(listen_fd_, 256) != 0) fail_errno("listen");
+  socklen_t len = sizeof sa;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+  port_ = ntohs(sa.sin_port);
+  if (!opt_.addr) {
+    ifaddrs* ifs = nullptr;
+    if (::getifaddrs(&ifs) == 0) {
+      for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+        if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+        if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+        char buf[INET_ADDRSTRLEN];
+        auto* in = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
+        if (::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf) != nullptr) addrs_.emplace_back(buf);
+      }
+      ::freeifaddrs(ifs);
+    }
+    addrs_.emplace_back("127.0.0.1");
+  }
+}
+
+TcpTransport::~TcpTransport() {
+  for (Conn* c : all_)
+    if (c->fd >= 0) ::close(c->fd);
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+std::string TcpTransport::endpoint() const {
+  std::string s;
+  for (const auto& a : addrs_) s += (s.empty() ? "" : ",") + a;
+  return s + ";" + std::to_string(port_);
+}
+
+void TcpTransport::setup_conn(Conn& c, int fd, int lane) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  set_nonblocking(fd, true);
+  c.fd = fd;
+  c.lane = lane;
+  // Allocated and touched once: fresh pages cost ~12 us per 4 KiB, far too much per call.
+  std::size_t rx = opt_.slots * (kSlotHeader + opt_.slot_bytes);
+  c.rx_slots = std::make_unique<std::byte[]>(rx);
+  std::memset(c.rx_slots.get(), 0, rx);
+  c.tx_slots = std::make_unique<std::byte[]>(opt_.slots * opt_.slot_bytes);
+  std::memset(c.tx_slots.get(), 0, opt_.slots * opt_.slot_bytes);
+  c.credits = static_cast<std::uint32_t>(opt_.slots);
+  all_.push_back(&c);
+}
+
+void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
+                               const std::vector<bool>& same_node, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  const auto lanes = static_cast<std::size_t>(opt_.lanes);
+  for (int q : peer_ranks_) {
+    peers_[static_cast<std::size_t>(q)] = std::make_unique<Peer>();
+    peers_[static_cast<std::size_t>(q)]->lanes.resize(lanes);
+  }
+  // Lower ranks listen, higher ranks connect: connect() completes through the listen backlog,
+  // so every rank can connect first and accept afterwards without deadlock.
+  std::size_t expected = 0;
+  for (int q : peer_ranks_) {
+    if (q > rank_) {
+      expected += lanes;
+      continue;
+    }
+    const std::string& ep = endpoints[static_cast<std::size_t>(q)];
+    auto semi = ep.rfind(';');
+    if (semi == std::string::npos)
+      throw BootstrapError("tcp transport: malformed endpoint '" + ep + "' of rank " + std::to_string(q));
+    int port = std::stoi(ep.substr(semi + 1));
+    std::vector<std::string> ips;
+    for (std::size_t pos = 0; pos < semi;) {
+      auto comma = std::min(ep.find(',', pos), semi);
+      ips.push_back(ep.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    if (same_node[static_cast<std::size_t>(q)]) {
+      auto it = std::find(ips.begin(), ips.end(), "127.0.0.1");
+      if (it != ips.end()) std::rotate(ips.begin(), it, it + 1);
+    } else {
+      std::erase(ips, "127.0.0.1");
+      ips.emplace_back("127.0.0.1");  // last resort (e.g. SPARK_HOST differs, same machine)
+    }
+    for (std::size_t l = 0; l < lanes; ++l) {
+      std::string why;
+      int fd = -1;
+      for (const auto& ip : ips) {
+        auto slice = std::min(deadline, Clock::now() + std::chrono::seconds(3));
+        fd = connect_to(ip, port, slice, &why);
+        if (fd >= 0) break;
+      }
+      if (fd < 0)
+        throw BootstrapError("tcp transport: rank " + std::to_string(rank_) +
+                             " cannot connect to rank " + std::to_string(q) + " (" + ep + "): " + why +
+                             "; check firewalls or set SPARK_TCP_ADDR to an address peers can reach");
+      Hello h{kHelloMagic, rank_, static_cast<std::int32_t>(l)};
+      if (!io_exact(fd, &h, sizeof h, true, deadline)) {
+        ::close(fd);
+        throw BootstrapError("tcp transport: handshake with rank " + std::to_string(q) + " failed");
+      }
+      setup_conn(peer(q).lanes[l], fd, static_cast<int>(l));
+    }
+  }
+  while (expected > 0) {
+    pollfd pfd{listen_fd_, POLLIN, 0};
+    if (::poll(&pfd, 1, remaining_ms(deadline)) <= 0) {
+      std::string missing;
+      for (int q : peer_ranks_)
+        if (q > rank_)
+          for (const auto& c : peer(q).lanes)
+            if (c.fd < 0) {
+              missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+              break;
+            }
+      throw BootstrapError("tcp transport: rank " + std::to_string(rank_) +
+                           " timed out waiting for connections from rank(s) " + missing);
+    }
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    Hello h{};
+    if (!io_exact(fd, &h, sizeof h, false, std::min(deadline, Clock::now() + std::chrono::seconds(5))) ||
+        h.magic != kHelloMagic || h.rank <= rank_ || h.rank >= static_cast<int>(peers_.size()) ||
+        !peers_[static_cast<std::size_t>(h.rank)] || h.lane < 0 || h.lane >= opt_.lanes ||
+        peer(h.rank).lanes[static_cast<std::size_t>(h.lane)].fd >= 0) {
+      ::close(fd);  // a stray or duplicate connection
+      continue;
+    }
+    setup_conn(peer(h.rank).lanes[static_cast<std::size_t>(h.lane)], fd, h.lane);
+    --expected;
+  }
+  ::close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+std::string TcpTransport::lane_name(int q, WaitKind kind) const {
+  const Peer& p = *peers_[static_cast<std::size_t>(q)];
+  auto n = static_cast<std::uint64_t>(opt_.lanes);
+  return "tcp:" + std::to_string((kind == WaitKind::data ? p.rx_count : p.tx_count) % n);
+}
+
+void TcpTransport::mark_closed(Conn& c, const std::string& why) {
+  if (!c.closed) {
+    c.closed = true;
+    c.why = why;
+  }
+}
+
+void TcpTransport::flush(Conn& c) {
+  while (!c.queue.empty() && !c.closed) {
+    Frame& f = c.queue.front();
+    iovec iov[2];
+    int n = 0;
+    std::size_t total = sizeof(MsgHeader) + ((f.header.kind & 0xff) == kData ? f.header.bytes : 0);
+    if (f.done < sizeof(MsgHeader)) {
+      iov[n++] = {reinterpret_cast<char*>(&f.header) + f.done, sizeof(MsgHeader) - f.done};
+      if (total > sizeof(MsgHeader))
+        iov[n++] = {const_cast<std::byte*>(f.data), total - sizeof(MsgHeader)};
+    } else {
+      iov[n++] = {const_cast<std::byte*>(f.data) + (f.done - sizeof(MsgHeader)), total - f.done};
+    }
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = static_cast<std::size_t>(n);
+    ssize_t r = ::sendmsg(c.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      mark_closed(c, std::string("send failed: ") + std::strerror(errno));
+      return;
+    }
+    f.done += static_cast<std::size_t>(r);
+    if (f.done < total) return;
+    c.queue.pop_front();
+  }
+}
+
+void TcpTransport::read_some(Conn& c) {
+  while (!c.closed) {
+    ssize_t r;
+    if (c.rx_got < sizeof(MsgHeader)) {
+      r = ::recv(c.fd, reinterpret_cast<char*>(&c.rx_header) + c.rx_got, sizeof(MsgHeader) - c.rx_got,
+                 MSG_DONTWAIT);
+    } else {
+      if (c.rx_filled - c.rx_consumed >= opt_.slots) return;  // cannot happen with credits
+      std::byte* slot = c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
+      std::size_t off = c.rx_got - sizeof(MsgHeader);
+      r = ::recv(c.fd, slot + kSlotHeader + off, c.rx_header.bytes - off, MSG_DONTWAIT);
+    }
+    if (r == 0) {
+      mark_closed(c, "connection closed by the peer");
+      return;
+    }
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      mark_closed(c, std::string("receive failed: ") + std::strerror(errno));
+      return;
+    }
+    c.rx_got += static_cast<std::size_t>(r);
+    if (c.rx_got == sizeof(MsgHeader)) {
+      std::uint32_t type = c.rx_header.kind & 0xff;
+      c.credits += c.rx_header.kind >> 8;
+      if (type == kCredit) {
+        c.rx_got = 0;
+        continue;
+      }
+      if (type != kData || c.rx_header.bytes > opt_.slot_bytes) {
+        mark_closed(c, "protocol error (bad frame)");
+        return;
+      }
+    }
+    if (c.rx_got >= sizeof(MsgHeader) && c.rx_got == sizeof(MsgHeader) + c.rx_header.bytes) {
+      std::byte* slot = c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
+      std::memcpy(slot, &c.rx_header, sizeof(MsgHeader));
+      ++c.rx_filled;
+      c.rx_got = 0;
+    }
+  }
+}
+
+void TcpTransport::owe_credits(Conn& c, bool all) {
+  if (c.credits_owed == 0 || (!all && c.credits_owed < opt_.slots / 2)) return;
+  Frame f;
+  f.header.kind = kCredit | (c.credits_owed << 8);
+  c.credits_owed = 0;
+  c.queue.push_back(f);
+  flush(c);
+}
+
+bool TcpTransport::can_send(int q) {
+  Peer& p = peer(q);
+  Conn& c = p.lanes[p.tx_count % p.lanes.size()];
+  if (c.credits == 0) read_some(c);
+  return c.credits > 0 || c.closed;  // closed: send() is a no-op, the wait point reports it
+}
+
+void TcpTransport::send(int q, const MsgHeader& header, const void* data) {
+  Peer& p = peer(q);
+  Conn& c = p.lanes[p.tx_count % p.lanes.size()];
+  ++p.tx_count;
+  if (c.closed) return;
+  Frame f;
+  f.header = header;
+  f.header.kind = kData | (c.credits_owed << 8);  // piggyback credits we owe
+  c.credits_owed = 0;
+  std::byte* staging = c.tx_slots.get() + (c.tx_sent % opt_.slots) * opt_.slot_bytes;
+  if (header.bytes > 0) std::memcpy(staging, data, header.bytes);
+  f.data = staging;
+  ++c.tx_sent;
+  --c.credits;
+  c.queue.push_back(f);
+  flush(c);
+}
+
+bool TcpTransport::send_idle(int q) {
+  for (auto& c : peer(q).lanes) {
+    if (!c.queue.empty()) flush(c);
+    if (!c.queue.empty() && !c.closed) return false;
+  }
+  return true;
+}
+
+RecvView TcpTransport::peek(int q) {
+  Peer& p = peer(q);
+  Conn& c = p.lanes[p.rx_count % p.lanes.size()];
+  if (c.rx_filled == c.rx_consumed) {
+    read_some(c);
+    if (c.rx_filled == c.rx_consumed) return {};
+  }
+  std::byte* slot = c.rx_slots.get() + (c.rx_consumed % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
+  return {reinterpret_cast<const MsgHeader*>(slot), slot + kSlotHeader};
+}
+
+void TcpTransport::release(int q) {
+  Peer& p = peer(q);
+  Conn& c = p.lanes[p.rx_count % p.lanes.size()];
+  ++c.rx_consumed;
+  ++p.rx_count;
+  ++c.credits_owed;
+}
+
+void TcpTransport::progress() {
+  for (Conn* c : all_) {
+    owe_credits(*c, false);
+    if (!c->queue.empty()) flush(*c);
+    read_some(*c);
+  }
+}
+
+bool TcpTransport::has_pending() const noexcept {
+  return std::any_of(all_.begin(), all_.end(), [](const Conn* c) { return !c->queue.empty() && !c->closed; });
+}
+
+void TcpTransport::block(int, WaitKind, std::chrono::microseconds max) {
+  // About to sleep: hand back every credit we owe, or a sender waiting for one would stall.
+  std::vector<pollfd> fds;
+  fds.reserve(all_.size());
+  for (Conn* c : all_) {
+    owe_credits(*c, true);
+    if (c->closed) return;
+    fds.push_back({c->fd, static_cast<short>(POLLIN | (c->queue.empty() ? 0 : POLLOUT)), 0});
+  }
+  timespec ts{static_cast<time_t>(max.count() / 1000000), static_cast<long>((max.count() % 1000000) * 1000)};
+  ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+}
+
+PeerState TcpTransport::peer_state(int q, std::string* detail) {
+  for (auto& c : peer(q).lanes) {
+    if (!c.closed) continue;
+    if (detail != nullptr) *detail = c.why + " (rank " + std::to_string(q) + ", lane tcp:" + std::to_string(c.lane) + ")";
+    return PeerState::closed;
+  }
+  return PeerState::ok;
+}
+
+}  // namespace spark::transport

@@ -1,0 +1,117 @@
+// RoCE transport: one RC queue pair per peer per lane (an RDMA device, e.g. rocep1s0f0 and
+// roceP2p1s0f0 on a Spark), memory registered once at start-up, data moved by RDMA WRITE.
+//
+// Layout. For every (peer, lane) this rank owns a receive region the peer writes into:
+//   slots x [ MsgHeader (40 B) | pad | flag u64 at +56 | payload slot_bytes ]   then
+//   credit u64 (how many of *our* messages to that peer it has released on this lane)
+// and a send staging area of the same slot layout. Message i to a peer goes on lane
+// i % lanes into slot (i / lanes) % slots (transport.hpp). A send posts two WRITEs on the
+// lane's QP: [header | payload] from staging, then the 8-byte flag (= per-lane message count),
+// so the flag lands after the data (one RC QP executes writes in order). The receiver polls
+// the flag in place; release() writes the released count into the sender's credit word.
+// Flags and data live in plain pinned host memory that a GB10 GPU can also read in place.
+//
+// Completions: flag and credit writes are signaled; an error completion marks the peer
+// failed with "RDMA write to rank P on lane DEV failed: <ibv_wc_status_str>" which the wait
+// point turns into the FailureRecord. QP retry timing comes from qp_timeouts(timeout_ms), so
+// the verbs layer gives up before the fail-stop deadline (docs/roce.md).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "transport/transport.hpp"
+#include "transport/verbs/endpoint.hpp"
+#include "transport/verbs/gid.hpp"
+#include "transport/verbs/handles.hpp"
+#include "transport/verbs/limits.hpp"
+
+namespace spark::transport {
+
+struct VerbsOptions {
+  std::vector<std::string> devices;  ///< lanes; empty = every device whose port 1 is active
+  std::size_t slots = 8;
+  std::size_t slot_bytes = 256 * 1024;
+  std::uint32_t timeout_ms = 10000;      ///< SPARKNET_ROCE_TIMEOUT_MS: sets QP retry timing
+  std::optional<int> gid_index;          ///< SPARK_IB_GID_INDEX (unset = from sysfs)
+  std::string sysfs_root = std::string(verbs::kSysfsInfiniband);
+  int port = 1;
+};
+
+/// "rxe0,rxe1" (SPARK_LANES / SPARK_IB_HCA) -> {"rxe0", "rxe1"}; a ":port" suffix is
+/// dropped; empty items, "^" exclusion lists and "=" prefixes are refused with ConfigError.
+std::vector<std::string> parse_device_list(std::string_view text, std::string_view variable);
+
+class VerbsTransport final : public Transport {
+ public:
+  /// Opens the lanes, registers memory, creates the QPs. `peers`: ranks reached over RoCE.
+  VerbsTransport(int rank, int size, std::vector<int> peers, VerbsOptions options);
+  ~VerbsTransport() override;
+  VerbsTransport(const VerbsTransport&) = delete;
+  VerbsTransport& operator=(const VerbsTransport&) = delete;
+
+  /// Binary blob to publish through the bootstrap: this rank's endpoint per (peer, lane).
+  std::string endpoint() const;
+  /// Connects every QP; `endpoints[r]` is rank r's endpoint() (empty for ranks not in
+  /// `peers`). Throws VerbsError for lane-count, slot-layout or MTU mismatches.
+  void connect_all(const std::vector<std::string>& endpoints);
+  /// One line per lane: device, GID index and value, path MTU, QP timeout.
+  std::string describe() const;
+
+  std::string_view name() const noexcept override { return "roce"; }
+  std::size_t slot_bytes() const noexcept override { return opt_.slot_bytes; }
+  std::string lane_name(int peer, WaitKind kind) const override;
+  bool can_send(int peer) override;
+  void send(int peer, const MsgHeader& header, const void* data) override;
+  bool send_idle(int peer) override;
+  RecvView peek(int peer) override;
+  void release(int peer) override;
+  void progress() override;
+  bool has_pending() const noexcept override;
+  void block(int peer, WaitKind kind, std::chrono::microseconds max) override;
+  PeerState peer_state(int peer, std::string* detail) override;
+
+ private:
+  struct Lane;  // one device: context, PD, CQ, MR, memory
+  struct Link { // one (peer, lane): QP and counters
+    verbs::QueuePair qp;
+    verbs::Endpoint local, remote;
+    std::byte* rx = nullptr;       ///< our receive region for this peer (slots + credit word)
+    std::byte* tx = nullptr;       ///< our staging slots for this peer
+    std::uint64_t* credit_src = nullptr;  ///< registered source of credit writes
+    std::uint64_t rx_seen = 0;     ///< messages released on this lane
+    std::uint64_t tx_sent = 0;     ///< messages sent on this lane
+    int outstanding = 0;           ///< signaled WRs not yet completed
+    bool credit_dirty = false;     ///< a credit write is owed (SQ was full)
+  };
+  struct Peer {
+    std::vector<Link> links;  ///< per lane
+    std::uint64_t tx_count = 0, rx_count = 0;
+    std::string error;        ///< first error completion, "" while healthy
+  };
+
+  std::size_t stride() const noexcept;
+  std::size_t region_bytes() const noexcept;
+  Peer& peer(int r) { return *peers_[static_cast<std::size_t>(r)]; }
+  const Peer& peer(int r) const { return *peers_[static_cast<std::size_t>(r)]; }
+  bool room(Link& l, int wrs);
+  void post_credit(int peer_rank, int lane, Link& l);
+  void poll_lane(std::size_t lane);
+  std::uint64_t wr_id(int peer_rank, int lane) const noexcept;
+
+  int rank_;
+  int size_;
+  std::vector<int> peer_ranks_;
+  VerbsOptions opt_;
+  verbs::QpTimeouts timeouts_;
+  int max_wr_ = 0;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank; QPs die before lanes
+};
+
+}  // namespace spark::transport

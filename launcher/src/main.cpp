@@ -23,6 +23,7 @@
 #include "options.hpp"
 #include "print_config.hpp"
 #include "rank_env.hpp"
+#include "slurm_plan.hpp"
 #include "spawn.hpp"
 #include "subcommands.hpp"
 #include "usage_error.hpp"
@@ -85,6 +86,10 @@ int launch(const Options& o) {
   in.local_cpus = cpus_available();
   in.local_name = hostname;
   in.is_local = [&hostname](const std::string& h) { return is_this_machine(h, hostname); };
+  // Inside salloc/sbatch without --host: the allocation gives the hosts and -n (docs/slurm.md).
+  if (auto note = slurm::apply_slurm_allocation(in, hostname); note && o.verbose) {
+    std::fprintf(stderr, "sparkrun: %s\n", note->c_str());
+  }
   JobPlan plan = make_job_plan(in);
 
   if (!o.bind_to.empty() || !o.map_by.empty() || o.report_bindings || !o.topology.empty()) {

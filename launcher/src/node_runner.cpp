@@ -28,6 +28,7 @@
 #include "orphan_guard.hpp"
 #include "spawn.hpp"
 #ifdef SPARK_LAUNCH_HAVE_PMIX
+#include "local_topology.hpp"
 #include "pmix_server.hpp"
 #endif
 
@@ -141,6 +142,7 @@ class Runner {
  public:
   explicit Runner(const NodeRunSpec& spec) : spec_(spec), t0_(Clock::now()) {}
   ~Runner() {
+    if (spec_.link.attach) spec_.link.attach({});  // the daemon's stop must not outlive us
     // Only on an error path: never leave a started rank behind.
     for (const auto& r : ranks_) {
       if (r.started && !r.ended) ::kill(-r.pid, SIGKILL);
@@ -184,6 +186,7 @@ class Runner {
   std::deque<std::function<void()>> queue_;
   std::unique_ptr<OrphanGuard> guard_;
 #ifdef SPARK_LAUNCH_HAVE_PMIX
+  std::unique_ptr<LocalTopology> topology_;  // outlives pmix_ (declared first)
   std::unique_ptr<PmixServer> pmix_;
 #endif
 };
@@ -266,6 +269,8 @@ void Runner::kill_all(int signo) {
 void Runner::begin_abort() {
   if (aborting_) return;
   aborting_ = true;
+  // Multi-host: the node's first failure goes to the launcher, which stops the other nodes.
+  if (spec_.link.failed && tracker_.failed()) spec_.link.failed(tracker_.exit_code(), tracker_.failure_line());
   trace("group abort: SIGTERM to every rank");
   if (spec_.kill_grace_s <= 0) {
     kill_all(SIGKILL);
@@ -513,11 +518,17 @@ int Runner::run() {
     });
   };
   hooks.fence = [this](FenceRequest req) {
+    if (spec_.link.fence) {  // node daemon: the launcher combines every node's data
+      spec_.link.fence(std::move(req.data), std::move(req.complete));
+      return;
+    }
     // One node: its contributions are the whole job's. (The node daemon will send them to
     // the launcher here and complete when the combined blob comes back.)
     post([req = std::move(req)]() mutable { req.complete(std::move(req.data)); });
   };
-  pmix_ = std::make_unique<PmixServer>(tmp.path(), hooks);
+  topology_ = std::make_unique<LocalTopology>();
+  trace("topology loaded");
+  pmix_ = std::make_unique<PmixServer>(tmp.path(), hooks, topology_->get());
   trace("PMIx server up");
   PmixJob job;
   job.nspace = spec_.job_id;
@@ -532,6 +543,17 @@ int Runner::run() {
   pmix_->register_job(job);
   trace("PMIx job registered");
 #endif
+  if (spec_.link.attach) {
+    // The daemon's control link orders stops from its own thread: queue them on the loop.
+    spec_.link.attach([this](bool now) {
+      post([this, now] {
+        if (!now) return begin_abort();
+        aborting_ = true;
+        kill_all(SIGKILL);
+        killed_ = true;
+      });
+    });
+  }
   start_ranks();
   if (spec_.timeout_s) arm(timeout_timer_.get(), *spec_.timeout_s);
   loop();

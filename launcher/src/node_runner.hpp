@@ -6,6 +6,7 @@
 
 #include <sched.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,18 @@
 #include "rank_env.hpp"
 
 namespace spark::launch {
+
+// Set by a node daemon (daemon.cpp, multi-host jobs); left empty in launcher mode.
+struct NodeLink {
+  // Replaces the node-local fence: this node's PMIx contributions go to the launcher;
+  // `complete` (callable from any thread, once) gets every node's data back.
+  std::function<void(std::string data, std::function<void(std::string all)> complete)> fence;
+  // The node's first failure, right after its line was printed (exit code, that line).
+  std::function<void(int code, const std::string& line)> failed;
+  // Called with a thread-safe stop function before the ranks start, and with an empty one
+  // before run_node returns. stop(false): group abort (SIGTERM, grace); stop(true): SIGKILL now.
+  std::function<void(std::function<void(bool now)> stop)> attach;
+};
 
 struct NodeRunSpec {
   std::string job_id;
@@ -33,6 +46,7 @@ struct NodeRunSpec {
   std::vector<std::optional<cpu_set_t>> cpusets;
   std::vector<std::string> cpuset_text;   // SPARK_CPUSET per local rank ("15-19")
   std::vector<std::string> lanes;         // SPARK_LANES per local rank
+  NodeLink link;                          // multi-host hooks (daemon mode)
 };
 
 /// Runs the node's ranks to completion; returns sparkrun's exit code (see exit_rules.hpp).

@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -167,11 +168,24 @@ pmix_server_module_t g_module = make_module();
 
 }  // namespace
 
-PmixServer::PmixServer(const std::string& tmpdir, PmixHooks hooks) : hooks_(std::move(hooks)) {
+PmixServer::PmixServer(const std::string& tmpdir, PmixHooks hooks, void* hwloc_topology)
+    : hooks_(std::move(hooks)) {
   if (g_server != nullptr) throw std::logic_error("PmixServer: only one per process");
+  // The shared-memory data stores (gds ds21/ds12) build memory segments for the job at
+  // registration; with a handful of local ranks the plain hash store is ~20 ms faster
+  // end to end (docs/launcher.md). Clients follow the server's choice (PMIX_GDS_MODULE).
+  // A user's own PMIX_MCA_gds wins.
+  setenv("PMIX_MCA_gds", "hash", 0);
   InfoList info;
   info.str(PMIX_SERVER_TMPDIR, tmpdir);
   info.str(PMIX_SYSTEM_TMPDIR, tmpdir);
+  pmix_topology_t topo;
+  char source[] = "hwloc";
+  if (hwloc_topology != nullptr) {
+    topo.source = source;
+    topo.topology = hwloc_topology;
+    info.add(PMIX_TOPOLOGY2, &topo, PMIX_TOPO);
+  }
   DataArray arr;
   info.to_array(arr.get());
   g_server = this;

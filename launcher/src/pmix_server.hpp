@@ -38,8 +38,10 @@ struct PmixHooks {
 
 class PmixServer {
  public:
-  /// PMIx_server_init with its rendezvous files under `tmpdir`. Throws std::runtime_error.
-  PmixServer(const std::string& tmpdir, PmixHooks hooks);
+  /// PMIx_server_init with its rendezvous files under `tmpdir`. `hwloc_topology` (an
+  /// hwloc_topology_t, may be null) is handed to PMIx so that it skips its own discovery,
+  /// which costs tens of milliseconds; it must outlive the server. Throws std::runtime_error.
+  PmixServer(const std::string& tmpdir, PmixHooks hooks, void* hwloc_topology = nullptr);
   ~PmixServer();
   PmixServer(const PmixServer&) = delete;
   PmixServer& operator=(const PmixServer&) = delete;

@@ -10,3 +10,10 @@ if(NOT TARGET spark_slurm)
     ${PROJECT_SOURCE_DIR}/libspark/include)
   target_link_libraries(spark_slurm PRIVATE spark_warnings)
 endif()
+
+# spark_slurm_plan: the launcher's hook (allocation -> host list and -n default). Needs the
+# launcher's job plan types, so it exists only once spark_launch does.
+if(TARGET spark_launch AND NOT TARGET spark_slurm_plan)
+  add_library(spark_slurm_plan STATIC ${CMAKE_CURRENT_LIST_DIR}/slurm_plan.cpp)
+  target_link_libraries(spark_slurm_plan PUBLIC spark_slurm spark_launch PRIVATE spark_warnings)
+endif()

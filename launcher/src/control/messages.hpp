@@ -1,0 +1,78 @@
+// The control plane's messages and their payload encodings (see wire.hpp for framing).
+// decode_* functions throw ProtocolError on any inconsistency.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "control/auth.hpp"
+#include "control/wire.hpp"
+#include "job_plan.hpp"
+#include "rank_env.hpp"
+
+namespace spark::launch::control {
+
+struct Challenge {
+  Nonce nonce{};
+};
+struct Hello {
+  std::uint32_t node = 0;
+  Nonce nonce{};
+  Mac mac{};
+};
+struct Welcome {
+  Mac mac{};
+};
+
+/// What one daemon runs: the whole job plan (PMIx needs every node's ranks) and its node.
+struct PlanMsg {
+  std::string job_id;
+  std::uint32_t node = 0;
+  JobPlan plan;
+  std::vector<std::string> argv;  // argv[0] as typed; resolved with the daemon's PATH
+  std::vector<EnvVar> exports;    // -x, resolved on the launcher
+  bool tag_output = false;
+  bool timestamp_output = false;
+  bool verbose = false;
+  std::string output_dir;
+  std::uint32_t kill_grace_ms = 2000;
+  std::uint32_t heartbeat_ms = 1000;
+  std::uint32_t link_timeout_ms = 10000;  // silence after which the link counts as lost
+};
+
+struct Fence {
+  std::uint64_t seq = 0;
+  std::string data;
+};
+struct Failed {
+  std::int32_t code = 1;
+  std::string line;
+};
+struct Done {
+  std::int32_t code = 0;
+};
+struct Abort {
+  bool now = false;  // SIGKILL at once instead of SIGTERM + grace
+  std::string reason;
+};
+
+std::string encode(const Challenge& m);
+std::string encode(const Hello& m);
+std::string encode(const Welcome& m);
+std::string encode(const PlanMsg& m);
+std::string encode(const Fence& m);
+std::string encode(const Failed& m);
+std::string encode(const Done& m);
+std::string encode(const Abort& m);
+
+Challenge decode_challenge(std::string_view payload);
+Hello decode_hello(std::string_view payload);
+Welcome decode_welcome(std::string_view payload);
+PlanMsg decode_plan(std::string_view payload);
+Fence decode_fence(std::string_view payload);
+Failed decode_failed(std::string_view payload);
+Done decode_done(std::string_view payload);
+Abort decode_abort(std::string_view payload);
+
+}  // namespace spark::launch::control

@@ -1,0 +1,116 @@
+// The live machine: real discovery, real binding (read back from /proc/self/status in a child),
+// and the injectable /proc + /sys root.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "spark/topo/cpulist.hpp"
+#include "spark/topo/plan.hpp"
+
+namespace spark::topo {
+namespace {
+
+std::string allowed_list_of_self() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+      auto pos = line.find_first_not_of(" \t", 18);
+      return pos == std::string::npos ? "" : line.substr(pos);
+    }
+  }
+  return "";
+}
+
+// Forks, applies `set` in the child, and returns what the child's /proc/self/status says.
+std::string bound_child(const cpu_set_t& set) {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    int rc = apply_cpu_set(set);
+    std::string got = rc == 0 ? allowed_list_of_self() : "errno " + std::to_string(rc);
+    ssize_t ignored = write(fds[1], got.data(), got.size());
+    (void)ignored;
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return out;
+}
+
+TEST(LiveTopology, LoadsThisSystem) {
+  Topology t = Topology::load(LoadOptions{});
+  EXPECT_TRUE(t.is_this_system());
+  MachineInfo m = machine_info(t);
+  EXPECT_EQ(format_cpu_list(m.cpus), allowed_list_of_self());
+  EXPECT_FALSE(m.cores.empty());
+  std::string text = describe(m);
+  EXPECT_NE(text.find("machine: this machine\n"), std::string::npos) << text;
+}
+
+TEST(LiveTopology, NoNicFoundHere) {
+  MachineInfo m = machine_info(Topology::load(LoadOptions{}));
+  if (!m.lanes.empty()) GTEST_SKIP() << "this machine has a Mellanox NIC: " << m.lanes[0].name;
+  Plan p = make_plan(m, PlanOptions{});
+  EXPECT_TRUE(p.applies_here);
+  EXPECT_EQ(p.notes, std::vector<std::string>{"no NIC found, binding by core speed only"});
+}
+
+TEST(LiveBinding, ChildIsReallyBound) {
+  MachineInfo m = machine_info(Topology::load(LoadOptions{}));
+  if (m.cores.size() < 2) GTEST_SKIP() << "needs at least 2 cores to tell binding apart";
+  PlanOptions o;
+  o.local_ranks = static_cast<int>(m.cores.size());
+  o.bind_to = BindTo::core;
+  Plan p = make_plan(m, o);
+  for (const auto& r : p.ranks) {
+    cpu_set_t set;
+    ASSERT_TRUE(to_cpu_set(r, set));
+    EXPECT_EQ(bound_child(set), r.cpuset) << "rank " << r.local_rank;
+  }
+  // The parent itself is untouched.
+  EXPECT_EQ(allowed_list_of_self(), format_cpu_list(m.cpus));
+}
+
+TEST(LiveProbe, InjectedSysfsRootOverrulesCpukinds) {
+  // A fake /proc and /sys: cpu0 an A725, cpu1 an X925. hwloc's live cpukinds (one kind here)
+  // disagree, so the MIDR part numbers decide.
+  MachineInfo real = machine_info(Topology::load(LoadOptions{}));
+  if (real.cpus.size() != 2) GTEST_SKIP() << "written for a 2-cpu machine";
+  auto root = std::filesystem::temp_directory_path() / ("spark-topo-" + std::to_string(getpid()));
+  std::filesystem::create_directories(root / "proc");
+  {
+    std::ofstream info(root / "proc/cpuinfo");
+    info << "processor\t: " << real.cpus[0] << "\nCPU implementer\t: 0x41\nCPU part\t: 0xd87\n\n"
+         << "processor\t: " << real.cpus[1] << "\nCPU implementer\t: 0x41\nCPU part\t: 0xd85\n\n";
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto dir = root / ("sys/devices/system/cpu/cpu" + std::to_string(real.cpus[i]));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "cpu_capacity") << (i == 0 ? "718\n" : "1024\n");
+  }
+  LoadOptions o;
+  o.with_io = false;
+  o.sysfs_root = root;
+  MachineInfo m = machine_info(Topology::load(o));
+  std::filesystem::remove_all(root);
+  EXPECT_EQ(m.decision.source, "MIDR part number");
+  ASSERT_EQ(m.kinds.size(), 2u);
+  EXPECT_EQ(m.kinds[0].name, "Cortex-X925");
+  EXPECT_EQ(m.kinds[0].cpus, std::vector<int>{real.cpus[1]});
+  EXPECT_FALSE(m.io_probed);
+  EXPECT_NE(make_plan(m, PlanOptions{}).notes.at(0).find("NICs not probed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spark::topo

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "ctl_frame.hpp"
 #include "transport/verbs/endpoint.hpp"
 #include "transport/verbs/gid.hpp"
 #include "transport/verbs/handles.hpp"
@@ -41,6 +42,8 @@
 
 using namespace spark::verbs;
 using Clock = std::chrono::steady_clock;
+using spark::test::recv_frame;
+using spark::test::send_frame;
 
 namespace {
 
@@ -58,39 +61,6 @@ struct Options {
   std::string expect;  ///< text every healthy rank's failure line must contain
 };
 
-// --- framing on the socketpair to the parent ------------------------------------------------
-void write_all(int fd, const void* p, std::size_t n) {
-  auto* b = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, b, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw std::runtime_error("write to control socket: " + std::string(strerror(errno)));
-    b += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-bool read_all(int fd, void* p, std::size_t n) {
-  auto* b = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t r = ::read(fd, b, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    b += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
-void send_frame(int fd, const std::string& s) {
-  std::uint32_t n = static_cast<std::uint32_t>(s.size());
-  write_all(fd, &n, sizeof n);
-  write_all(fd, s.data(), s.size());
-}
-bool recv_frame(int fd, std::string* s) {
-  std::uint32_t n = 0;
-  if (!read_all(fd, &n, sizeof n) || n > (1u << 20)) return false;
-  s->resize(n);
-  return read_all(fd, s->data(), n);
-}
 std::string to_str(const std::vector<std::byte>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size());
 }

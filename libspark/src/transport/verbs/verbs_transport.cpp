@@ -1,0 +1,386 @@
+#include "transport/verbs/verbs_transport.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "spark/error.hpp"
+#include "transport/verbs/qp.hpp"
+#include "transport/verbs/verbs_error.hpp"
+
+namespace spark::transport {
+using namespace spark::verbs;
+
+namespace {
+
+constexpr std::size_t kHeaderArea = 64;  // MsgHeader (40 B) + pad; the flag is its last word
+constexpr std::size_t kFlagOffset = 56;
+constexpr std::size_t kCreditArea = 64;
+static_assert(sizeof(MsgHeader) <= kFlagOffset);
+
+std::uint64_t load_acquire(const std::byte* p) {
+  // The NIC writes these words; the acquire orders the following payload reads after them.
+  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(p)))
+      .load(std::memory_order_acquire);
+}
+
+void put_u32(std::string& s, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+std::uint32_t get_u32(std::string_view s, std::size_t& pos) {
+  if (s.size() - pos < 4) throw VerbsError("malformed RoCE endpoint list (truncated)");
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(s[pos + i])) << (8 * i);
+  pos += 4;
+  return v;
+}
+
+struct FreeMem {
+  void operator()(std::byte* p) const noexcept { std::free(p); }
+};
+
+}  // namespace
+
+std::vector<std::string> parse_device_list(std::string_view text, std::string_view variable) {
+  std::vector<std::string> out;
+  auto bad = [&](const std::string& why) {
+    return ConfigError(std::string(variable) + "=\"" + std::string(text) + "\": " + why +
+                       "; expected a comma-separated list of RDMA devices, e.g. "
+                       "rocep1s0f0,roceP2p1s0f0 (see `ibv_devices`)");
+  };
+  if (text.empty()) throw bad("empty value");
+  if (text.front() == '^' || text.front() == '=')
+    throw bad("exclusion (^) and exact-match (=) lists are not supported: name the devices");
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = text.find(',', start);
+    std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    if (std::size_t colon = item.find(':'); colon != std::string_view::npos) {
+      std::string_view port = item.substr(colon + 1);
+      if (port != "1") throw bad("only port 1 is supported (got \"" + std::string(item) + "\")");
+      item = item.substr(0, colon);
+    }
+    if (item.empty()) throw bad("empty device name");
+    for (char c : item)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+        throw bad("invalid device name \"" + std::string(item) + "\"");
+    out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+struct VerbsTransport::Lane {
+  // Declared in creation order: destroyed in reverse (MR before its memory, then CQ, PD, ctx).
+  Context ctx;
+  ProtectionDomain pd;
+  CompletionQueue cq;
+  std::unique_ptr<std::byte, FreeMem> mem;
+  MemoryRegion mr;
+  GidChoice gid;
+  PortInfo port;
+  std::string name;
+};
+
+std::size_t VerbsTransport::stride() const noexcept {
+  return (kHeaderArea + opt_.slot_bytes + 63) / 64 * 64;
+}
+std::size_t VerbsTransport::region_bytes() const noexcept {
+  return opt_.slots * stride() + kCreditArea;
+}
+std::uint64_t VerbsTransport::wr_id(int peer_rank, int lane) const noexcept {
+  return (static_cast<std::uint64_t>(peer_rank) << 8) | static_cast<std::uint64_t>(lane);
+}
+
+VerbsTransport::VerbsTransport(int rank, int size, std::vector<int> peers, VerbsOptions options)
+    : rank_(rank), size_(size), peer_ranks_(std::move(peers)), opt_(std::move(options)) {
+  if (opt_.slots == 0 || opt_.slot_bytes == 0 || opt_.slot_bytes > (1u << 30))
+    throw InvalidUsage("RoCE transport: slots and slot_bytes must be positive");
+  if (opt_.devices.empty()) {
+    // Every device whose port is up; sorted by name so that all ranks agree on lane order.
+    int err = 0;
+    DeviceList list(&err);
+    if (list.size() == 0) throw VerbsError(no_device_message(err, ""));
+    for (int i = 0; i < list.size(); ++i) opt_.devices.emplace_back(ibv_get_device_name(list[i]));
+    std::sort(opt_.devices.begin(), opt_.devices.end());
+  }
+  if (opt_.devices.size() > 64) throw InvalidUsage("RoCE transport: at most 64 lanes");
+  timeouts_ = qp_timeouts(opt_.timeout_ms);
+  max_wr_ = static_cast<int>(3 * opt_.slots + 4);
+
+  const std::size_t per_peer = region_bytes() + opt_.slots * stride();
+  const std::size_t per_lane = (per_peer * peer_ranks_.size() + 4095) / 4096 * 4096;
+  check_memlock(per_lane * opt_.devices.size());
+
+  std::optional<std::string> gid_override;
+  if (opt_.gid_index) gid_override = std::to_string(*opt_.gid_index);
+  for (const std::string& dev : opt_.devices) {
+    auto lane = std::make_unique<Lane>();
+    lane->ctx = open_device(dev);
+    lane->name = lane->ctx.device();
+    lane->port = query_port(lane->ctx, opt_.port);
+    if (lane->port.state != IBV_PORT_ACTIVE) {
+      throw VerbsError("port " + std::to_string(opt_.port) + " of " + dev +
+                       " is not active (state " + ibv_port_state_str(lane->port.state) +
+                       "): check the cable and `ip link` of its netdev, or drop it from SPARK_LANES / SPARK_IB_HCA");
+    }
+    lane->gid = select_gid(opt_.sysfs_root, dev, opt_.port, gid_override);
+    lane->pd = alloc_pd(lane->ctx);
+    lane->cq = create_cq(lane->ctx, static_cast<int>(peer_ranks_.size()) * max_wr_ + 16);
+    void* p = std::aligned_alloc(4096, per_lane);
+    if (p == nullptr) throw std::bad_alloc();
+    lane->mem.reset(static_cast<std::byte*>(p));
+    std::memset(p, 0, per_lane);
+    lane->mr = register_memory(lane->pd, p, per_lane);
+    lanes_.push_back(std::move(lane));
+  }
+
+  peers_.resize(static_cast<std::size_t>(size_));
+  for (std::size_t i = 0; i < peer_ranks_.size(); ++i) {
+    int r = peer_ranks_[i];
+    if (r < 0 || r >= size_ || r == rank_) throw InvalidUsage("RoCE transport: bad peer rank");
+    auto pr = std::make_unique<Peer>();
+    for (std::size_t li = 0; li < lanes_.size(); ++li) {
+      Lane& lane = *lanes_[li];
+      Link l;
+      l.rx = lane.mem.get() + per_peer * i;
+      l.tx = l.rx + region_bytes();
+      l.qp = create_rc_qp(lane.pd, lane.cq, max_wr_);
+      l.local.device = lane.name;
+      l.local.port = static_cast<std::uint8_t>(opt_.port);
+      l.local.gid_index = static_cast<std::uint32_t>(lane.gid.index);
+      l.local.gid = lane.gid.gid;
+      l.local.qpn = l.qp->qp_num;
+      l.local.psn = random_psn();
+      l.local.mtu = static_cast<std::uint32_t>(mtu_bytes(lane.port.active_mtu));
+      l.local.addr = reinterpret_cast<std::uintptr_t>(l.rx);
+      l.local.rkey = lane.mr->rkey;
+      l.local.bytes = region_bytes();
+      pr->links.push_back(std::move(l));
+    }
+    peers_[static_cast<std::size_t>(r)] = std::move(pr);
+  }
+}
+
+VerbsTransport::~VerbsTransport() = default;
+
+std::string VerbsTransport::endpoint() const {
+  std::string out;
+  put_u32(out, static_cast<std::uint32_t>(peer_ranks_.size() * lanes_.size()));
+  for (int r : peer_ranks_) {
+    for (std::size_t li = 0; li < lanes_.size(); ++li) {
+      auto bytes = serialize(peer(r).links[li].local);
+      put_u32(out, static_cast<std::uint32_t>(r));
+      put_u32(out, static_cast<std::uint32_t>(li));
+      put_u32(out, static_cast<std::uint32_t>(bytes.size()));
+      out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    }
+  }
+  return out;
+}
+
+void VerbsTransport::connect_all(const std::vector<std::string>& endpoints) {
+  for (int r : peer_ranks_) {
+    const std::string& blob = endpoints.at(static_cast<std::size_t>(r));
+    std::size_t pos = 0;
+    std::uint32_t n = get_u32(blob, pos);
+    std::vector<bool> got(lanes_.size(), false);
+    for (std::uint32_t k = 0; k < n; ++k) {
+      std::uint32_t to = get_u32(blob, pos), lane = get_u32(blob, pos), len = get_u32(blob, pos);
+      if (blob.size() - pos < len) throw VerbsError("malformed RoCE endpoint list from rank " + std::to_string(r));
+      std::string_view ep(blob.data() + pos, len);
+      pos += len;
+      if (static_cast<int>(to) != rank_) continue;
+      if (lane >= lanes_.size()) {
+        throw VerbsError("rank " + std::to_string(r) + " uses more RoCE lanes than rank " +
+                         std::to_string(rank_) + " (" + std::to_string(lanes_.size()) +
+                         "): give every rank the same number of lanes (SPARK_LANES / SPARK_IB_HCA)");
+      }
+      Link& l = peer(r).links[lane];
+      l.remote = deserialize({reinterpret_cast<const std::byte*>(ep.data()), ep.size()});
+      if (l.remote.bytes != region_bytes()) {
+        throw VerbsError("rank " + std::to_string(r) + " lays out its RoCE mailbox differently (" +
+                         std::to_string(l.remote.bytes) + " bytes vs " + std::to_string(region_bytes()) +
+                         "): run the same build with the same SPARK_SLOTS / slot size on every rank");
+      }
+      connect_rc_qp(l.qp, l.local, l.remote, r, timeouts_);
+      got[lane] = true;
+    }
+    for (std::size_t li = 0; li < lanes_.size(); ++li) {
+      if (!got[li]) {
+        throw VerbsError("rank " + std::to_string(r) + " published no endpoint for lane " +
+                         lanes_[li]->name + " of rank " + std::to_string(rank_) +
+                         ": give every rank the same number of lanes (SPARK_LANES / SPARK_IB_HCA)");
+      }
+    }
+  }
+}
+
+std::string VerbsTransport::describe() const {
+  std::string out;
+  for (const auto& l : lanes_) {
+    out += l->name + ": GID[" + std::to_string(l->gid.index) + "] " + gid_text(l->gid.gid) + " (" +
+           l->gid.source + "), path MTU " + std::to_string(mtu_bytes(l->port.active_mtu)) +
+           ", QP timeout 2^" + std::to_string(timeouts_.timeout) + " x 4.096 us x " +
+           std::to_string(timeouts_.retry_cnt + 1) + " = " +
+           std::to_string(static_cast<long>(timeouts_.give_up_ms)) + " ms\n";
+  }
+  return out;
+}
+
+std::string VerbsTransport::lane_name(int peer_rank, WaitKind kind) const {
+  const Peer& p = peer(peer_rank);
+  std::uint64_t i = kind == WaitKind::data ? p.rx_count : (kind == WaitKind::credit || p.tx_count == 0) ? p.tx_count : p.tx_count - 1;
+  return lanes_[i % lanes_.size()]->name;
+}
+
+bool VerbsTransport::room(Link& l, int wrs) {
+  if (l.outstanding + wrs <= max_wr_) return true;
+  for (std::size_t li = 0; li < lanes_.size(); ++li) poll_lane(li);
+  return l.outstanding + wrs <= max_wr_;
+}
+
+bool VerbsTransport::can_send(int peer_rank) {
+  Peer& p = peer(peer_rank);
+  if (!p.error.empty()) return false;
+  Link& l = p.links[p.tx_count % lanes_.size()];
+  std::uint64_t credited = load_acquire(l.rx + opt_.slots * stride());
+  return l.tx_sent - credited < opt_.slots && room(l, 2);
+}
+
+void VerbsTransport::send(int peer_rank, const MsgHeader& header, const void* data) {
+  Peer& p = peer(peer_rank);
+  const int lane = static_cast<int>(p.tx_count % lanes_.size());
+  Link& l = p.links[static_cast<std::size_t>(lane)];
+  if (header.bytes > opt_.slot_bytes) throw InvalidUsage("RoCE transport: message larger than a slot");
+  const std::size_t off = (l.tx_sent % opt_.slots) * stride();
+  std::byte* st = l.tx + off;
+  std::memcpy(st, &header, sizeof header);  // staging flag word stays 0: the flag goes inline
+  if (header.bytes > 0) std::memcpy(st + kHeaderArea, data, header.bytes);
+  const std::uint64_t flag = l.tx_sent + 1;
+  const Lane& ln = *lanes_[static_cast<std::size_t>(lane)];
+  // Header + payload first, then the flag (inline: copied at post time), on one RC QP.
+  int rc = post_write(l.qp.get(), wr_id(peer_rank, lane), st,
+                      static_cast<std::uint32_t>(kHeaderArea + header.bytes), ln.mr->lkey,
+                      l.remote.addr + off, l.remote.rkey, false);
+  if (rc == 0) {
+    rc = post_write(l.qp.get(), wr_id(peer_rank, lane) | (1u << 7), &flag, sizeof flag, 0,
+                    l.remote.addr + off + kFlagOffset, l.remote.rkey, true, true);
+  }
+  if (rc != 0) {
+    if (p.error.empty()) p.error = call_failed("ibv_post_send (RDMA write to rank " + std::to_string(peer_rank) + ")", ln.name, rc);
+    return;
+  }
+  l.outstanding += 2;
+  ++l.tx_sent;
+  ++p.tx_count;
+}
+
+bool VerbsTransport::send_idle(int peer_rank) {
+  Peer& p = peer(peer_rank);
+  for (const Link& l : p.links)
+    if (l.outstanding > 0) {
+      for (std::size_t li = 0; li < lanes_.size(); ++li) poll_lane(li);
+      break;
+    }
+  for (const Link& l : p.links)
+    if (l.outstanding > 0 || l.credit_dirty) return false;
+  return true;
+}
+
+RecvView VerbsTransport::peek(int peer_rank) {
+  Peer& p = peer(peer_rank);
+  Link& l = p.links[p.rx_count % lanes_.size()];
+  const std::byte* slot = l.rx + (l.rx_seen % opt_.slots) * stride();
+  if (load_acquire(slot + kFlagOffset) != l.rx_seen + 1) return {};
+  return RecvView{reinterpret_cast<const MsgHeader*>(slot), slot + kHeaderArea};
+}
+
+void VerbsTransport::post_credit(int peer_rank, int lane, Link& l) {
+  if (!room(l, 1)) {
+    l.credit_dirty = true;
+    return;
+  }
+  const std::uint64_t value = l.rx_seen;  // cumulative: a later write supersedes this one
+  int rc = post_write(l.qp.get(), wr_id(peer_rank, lane) | (1u << 6), &value, sizeof value, 0,
+                      l.remote.addr + opt_.slots * stride(), l.remote.rkey, true, true);
+  if (rc != 0) {
+    Peer& p = peer(peer_rank);
+    if (p.error.empty()) p.error = call_failed("ibv_post_send (credit to rank " + std::to_string(peer_rank) + ")", l.local.device, rc);
+    return;
+  }
+  ++l.outstanding;
+  l.credit_dirty = false;
+}
+
+void VerbsTransport::release(int peer_rank) {
+  Peer& p = peer(peer_rank);
+  const int lane = static_cast<int>(p.rx_count % lanes_.size());
+  Link& l = p.links[static_cast<std::size_t>(lane)];
+  ++l.rx_seen;
+  ++p.rx_count;
+  post_credit(peer_rank, lane, l);
+}
+
+void VerbsTransport::poll_lane(std::size_t li) {
+  Lane& lane = *lanes_[li];
+  ibv_wc wc[16];
+  int n = 0;
+  while ((n = ibv_poll_cq(lane.cq.get(), 16, wc)) > 0) {
+    for (int i = 0; i < n; ++i) {
+      const int r = static_cast<int>(wc[i].wr_id >> 8);
+      if (r < 0 || r >= size_ || !peers_[static_cast<std::size_t>(r)]) continue;
+      Peer& p = peer(r);
+      Link& l = p.links[li];
+      // A flag completion (bit 7) retires the flag and the unsignaled data write before it; a
+      // credit (bit 6) itself. A data write only completes on its own when flushed in error.
+      l.outstanding -= (wc[i].wr_id & (1u << 7)) ? 2 : (wc[i].wr_id & (1u << 6)) ? 1 : 0;
+      if (wc[i].status != IBV_WC_SUCCESS && p.error.empty()) {
+        p.error = "RDMA write to rank " + std::to_string(r) + " on lane " + lane.name +
+                  " failed: " + completion_error(wc[i]);
+      }
+    }
+  }
+  if (n < 0) {
+    for (int r : peer_ranks_)
+      if (peer(r).error.empty()) peer(r).error = call_failed("ibv_poll_cq", lane.name, EIO);
+  }
+}
+
+void VerbsTransport::progress() {
+  for (std::size_t li = 0; li < lanes_.size(); ++li) poll_lane(li);
+  for (int r : peer_ranks_) {
+    Peer& p = peer(r);
+    for (std::size_t li = 0; li < p.links.size(); ++li)
+      if (p.links[li].credit_dirty) post_credit(r, static_cast<int>(li), p.links[li]);
+  }
+}
+
+bool VerbsTransport::has_pending() const noexcept {
+  for (int r : peer_ranks_)
+    for (const Link& l : peer(r).links)
+      if (l.credit_dirty) return true;
+  return false;
+}
+
+void VerbsTransport::block(int, WaitKind, std::chrono::microseconds max) {
+  // RDMA WRITEs into our memory raise no event to wait on: sleep briefly (2 cores are shared
+  // with the other ranks), never longer than the wait point allows.
+  progress();
+  std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(50)));
+}
+
+PeerState VerbsTransport::peer_state(int peer_rank, std::string* detail) {
+  progress();
+  const Peer& p = peer(peer_rank);
+  if (p.error.empty()) return PeerState::ok;
+  if (detail != nullptr) *detail = p.error;
+  return PeerState::error;
+}
+
+}  // namespace spark::transport

@@ -32,6 +32,8 @@ TEST(Config, DefaultsMatchTheContract) {
   EXPECT_FALSE(cfg.rank().has_value());
   EXPECT_FALSE(cfg.ib_gid_index().has_value());
   EXPECT_FALSE(cfg.pmix_present());
+  EXPECT_TRUE(cfg.abort_on_failure());
+  EXPECT_FALSE(Config::from_map({{"SPARK_ON_FAILURE", "raise"}}).abort_on_failure());
   EXPECT_EQ(cfg.source("SPARKNET_ROCE_TIMEOUT_MS"), spark::config::Source::default_value);
   // The default constructor is the same snapshot.
   EXPECT_EQ(Config().timeout_ms(), 10000u);

@@ -157,6 +157,7 @@ class EnvBootstrap final : public Bootstrap {
     std::fprintf(stderr, "spark: rank %d: aborting the job: %s\n", params_.rank, message.c_str());
     std::fflush(stderr);
     // Peers see this process's connections close and fail at once (cause peer_closed).
+    std::fflush(nullptr);  // keep what the application printed before the abort
     _exit(code);
   }
 

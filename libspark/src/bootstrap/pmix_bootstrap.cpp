@@ -169,6 +169,7 @@ class PmixBootstrap final : public Bootstrap {
 
   void abort(int status, const std::string& message) noexcept override {
     const int code = status == 0 ? 1 : status;
+    std::fflush(nullptr);  // keep what the application printed: the launcher kills us next
     // Asks the server to end the whole job (every rank, every node) with this message.
     const pmix_status_t rc = PMIx_Abort(code, message.c_str(), nullptr, 0);
     if (rc != PMIX_SUCCESS) {

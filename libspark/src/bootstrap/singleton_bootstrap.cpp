@@ -41,7 +41,7 @@ class SingletonBootstrap final : public Bootstrap {
   }
   void abort(int status, const std::string& message) noexcept override {
     std::fprintf(stderr, "spark: rank 0: aborting: %s\n", message.c_str());
-    std::fflush(stderr);
+    std::fflush(nullptr);
     _exit(status == 0 ? 1 : status);
   }
 

@@ -16,6 +16,7 @@ CommOptions CommOptions::from_config(const config::Config& config) {
   o.tcp_lanes = config.tcp_lanes();
   o.tcp_addr = config.tcp_addr();
   o.job_id = config.job_id().value_or("");
+  o.report_failures = config.abort_on_failure();  // SPARK_ON_FAILURE=abort|raise
   return o;
 }
 

@@ -193,6 +193,7 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
                      : b == "singleton" ? BootstrapKind::singleton
                                         : BootstrapKind::auto_select;
   }
+  cfg.abort_on_failure_ = *cfg.value("SPARK_ON_FAILURE") == "abort";
   {
     auto [level, subsystems] = parse_log(*find_knob("SPARK_LOG"), *cfg.value("SPARK_LOG"));
     cfg.log_level_ = level;
@@ -252,6 +253,7 @@ std::optional<int> Config::int_value(std::string_view name) const {
 std::uint32_t Config::timeout_ms() const noexcept { return timeout_ms_; }
 std::uint32_t Config::barrier_timeout_ms() const noexcept { return barrier_timeout_ms_; }
 std::uint32_t Config::join_timeout_ms() const noexcept { return join_timeout_ms_; }
+bool Config::abort_on_failure() const noexcept { return abort_on_failure_; }
 Transport Config::transport() const noexcept { return transport_; }
 int Config::tcp_lanes() const noexcept { return tcp_lanes_; }
 std::optional<std::string> Config::tcp_addr() const { return value("SPARK_TCP_ADDR"); }

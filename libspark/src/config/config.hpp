@@ -77,6 +77,9 @@ class Config {
   std::uint32_t timeout_ms() const noexcept;          ///< SPARKNET_ROCE_TIMEOUT_MS (10000)
   std::uint32_t barrier_timeout_ms() const noexcept;  ///< SPARK_BARRIER_TIMEOUT_MS (600000)
   std::uint32_t join_timeout_ms() const noexcept;     ///< SPARK_JOIN_TIMEOUT_MS (60000)
+  /// SPARK_ON_FAILURE: true (abort, default) = a failure ends the rank group via
+  /// Bootstrap::abort; false (raise) = only the communicator fails.
+  bool abort_on_failure() const noexcept;
 
   // --- transports --------------------------------------------------------------------------
   Transport transport() const noexcept;            ///< SPARK_TRANSPORT (auto)
@@ -143,6 +146,7 @@ class Config {
   std::uint32_t join_timeout_ms_ = 0;
   std::uint32_t spin_us_ = 0;
   int tcp_lanes_ = 0;
+  bool abort_on_failure_ = true;
   Transport transport_ = Transport::auto_select;
   BootstrapKind bootstrap_ = BootstrapKind::auto_select;
   LogLevel log_level_ = LogLevel::warn;

@@ -17,6 +17,12 @@ constexpr Knob kKnobs[] = {
      "rank, peer, lane and sequence number. Applies to every transport (roce, tcp, shm) and to "
      "the ring relay. Change it at run time with comm.set_timeout_ms().",
      KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}},
+    {"SPARK_ON_FAILURE", "abort|raise", "abort",
+     "What a rank does when its communicator fails. abort: report the record to the launcher "
+     "(PMIx_Abort, or rank 0's rendezvous) and end the whole rank group at once. raise: only "
+     "fail the communicator (every call throws spark::CommFailure / returns "
+     "SPARK_ERR_COMM_FAILED); the application reads the record and must exit itself.",
+     KnobType::choice, KnobOrigin::user, 0, 0, "abort|raise"},
     {"SPARK_BARRIER_TIMEOUT_MS", "milliseconds", "600000",
      "Deadline of spark::barrier() (and the barrier at the end of init). Long on purpose: call "
      "barrier() after model loading or JIT so that SPARKNET_ROCE_TIMEOUT_MS only measures "

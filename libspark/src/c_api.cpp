@@ -1,0 +1,260 @@
+// The C API (spark.h): a thin layer over spark::Communicator that turns exceptions into
+// result codes and a thread-local message.
+#include "spark/spark.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "spark/spark.hpp"
+
+struct spark_comm {
+  spark::Communicator comm;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+// The C record mirrors the C++ one field for field, with the same layout.
+static_assert(sizeof(spark_failure_record) == sizeof(spark::FailureRecord));
+static_assert(offsetof(spark_failure_record, seq) == offsetof(spark::FailureRecord, seq));
+static_assert(offsetof(spark_failure_record, cause) == offsetof(spark::FailureRecord, cause));
+static_assert(offsetof(spark_failure_record, time_unix_ns) ==
+              offsetof(spark::FailureRecord, time_unix_ns));
+static_assert(offsetof(spark_failure_record, lane) == offsetof(spark::FailureRecord, lane));
+static_assert(offsetof(spark_failure_record, op) == offsetof(spark::FailureRecord, op));
+static_assert(offsetof(spark_failure_record, detail) == offsetof(spark::FailureRecord, detail));
+static_assert(static_cast<int>(spark::DType::u8) == SPARK_U8);
+static_assert(static_cast<int>(spark::ReduceOp::avg) == SPARK_AVG);
+static_assert(static_cast<int>(spark::FailureCause::mismatch) == SPARK_CAUSE_MISMATCH);
+
+// Field-by-field copies (the layouts agree, see above, but the C++ record has initializers).
+void to_c(const spark::FailureRecord& r, spark_failure_record& c) {
+  c.rank = r.rank;
+  c.peer = r.peer;
+  c.seq = r.seq;
+  c.step = r.step;
+  c.waited_ms = r.waited_ms;
+  c.timeout_ms = r.timeout_ms;
+  c.cause = static_cast<std::uint8_t>(r.cause);
+  c.time_unix_ns = r.time_unix_ns;
+  std::memcpy(c.lane, r.lane, sizeof c.lane);
+  std::memcpy(c.op, r.op, sizeof c.op);
+  std::memcpy(c.detail, r.detail, sizeof c.detail);
+}
+
+spark::FailureRecord from_c(const spark_failure_record& c) {
+  spark::FailureRecord r;
+  r.rank = c.rank;
+  r.peer = c.peer;
+  r.seq = c.seq;
+  r.step = c.step;
+  r.waited_ms = c.waited_ms;
+  r.timeout_ms = c.timeout_ms;
+  r.cause = static_cast<spark::FailureCause>(c.cause);
+  r.time_unix_ns = c.time_unix_ns;
+  std::memcpy(r.lane, c.lane, sizeof r.lane);
+  std::memcpy(r.op, c.op, sizeof r.op);
+  std::memcpy(r.detail, c.detail, sizeof r.detail);
+  return r;
+}
+
+int fail(int code, std::string message) {
+  t_last_error = std::move(message);
+  return code;
+}
+
+// Runs fn, mapping every exception to a result code; nothing escapes into C.
+template <class Fn>
+int guarded(Fn&& fn) noexcept {
+  try {
+    fn();
+    return SPARK_OK;
+  } catch (const spark::CommFailure& e) {
+    return fail(SPARK_ERR_COMM_FAILED, e.what());
+  } catch (const spark::InvalidUsage& e) {
+    return fail(SPARK_ERR_INVALID, e.what());
+  } catch (const spark::ConfigError& e) {
+    return fail(SPARK_ERR_CONFIG, e.what());
+  } catch (const spark::BootstrapError& e) {
+    return fail(SPARK_ERR_BOOTSTRAP, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(SPARK_ERR_INTERNAL, "libspark: out of memory");
+  } catch (const std::exception& e) {
+    return fail(SPARK_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return fail(SPARK_ERR_INTERNAL, "libspark: unknown error");
+  }
+}
+
+spark::DType to_dtype(int dtype, const char* fn) {
+  if (dtype < SPARK_F32 || dtype > SPARK_U8) {
+    throw spark::InvalidUsage(
+        fmt::format("{}: dtype {} is not a spark_dtype (SPARK_F32..SPARK_U8 = 0..6)", fn, dtype));
+  }
+  return static_cast<spark::DType>(dtype);
+}
+
+spark::ReduceOp to_op(int op, const char* fn) {
+  if (op < SPARK_SUM || op > SPARK_AVG) {
+    throw spark::InvalidUsage(
+        fmt::format("{}: op {} is not a spark_reduce_op (SPARK_SUM..SPARK_AVG = 0..4)", fn, op));
+  }
+  return static_cast<spark::ReduceOp>(op);
+}
+
+spark::Communicator& checked(spark_comm* comm, const char* fn) {
+  if (comm == nullptr) throw spark::InvalidUsage(fmt::format("{}: comm is NULL", fn));
+  return comm->comm;
+}
+
+}  // namespace
+
+extern "C" {
+
+int spark_init(spark_comm** comm) {
+  if (comm == nullptr) return fail(SPARK_ERR_INVALID, "spark_init: comm is NULL");
+  *comm = nullptr;
+  return guarded([&] { *comm = new spark_comm{spark::init()}; });
+}
+
+int spark_finalize(spark_comm* comm) {
+  delete comm;  // destructors never throw
+  return SPARK_OK;
+}
+
+int spark_rank(const spark_comm* comm) { return comm ? comm->comm.rank() : -1; }
+int spark_size(const spark_comm* comm) { return comm ? comm->comm.size() : -1; }
+int spark_local_rank(const spark_comm* comm) { return comm ? comm->comm.local_rank() : -1; }
+int spark_local_size(const spark_comm* comm) { return comm ? comm->comm.local_size() : -1; }
+
+int spark_allreduce(spark_comm* comm, const void* send, void* recv, size_t count, int dtype,
+                    int op) {
+  return guarded([&] {
+    checked(comm, "spark_allreduce")
+        .allreduce(send, recv, count, to_dtype(dtype, "spark_allreduce"),
+                   to_op(op, "spark_allreduce"));
+  });
+}
+
+int spark_reduce_scatter(spark_comm* comm, const void* send, void* recv, size_t recv_count,
+                         int dtype, int op) {
+  return guarded([&] {
+    checked(comm, "spark_reduce_scatter")
+        .reduce_scatter(send, recv, recv_count, to_dtype(dtype, "spark_reduce_scatter"),
+                        to_op(op, "spark_reduce_scatter"));
+  });
+}
+
+int spark_allgather(spark_comm* comm, const void* send, void* recv, size_t send_count,
+                    int dtype) {
+  return guarded([&] {
+    checked(comm, "spark_allgather")
+        .allgather(send, recv, send_count, to_dtype(dtype, "spark_allgather"));
+  });
+}
+
+int spark_broadcast(spark_comm* comm, void* buffer, size_t count, int dtype, int root) {
+  return guarded([&] {
+    checked(comm, "spark_broadcast")
+        .broadcast(buffer, count, to_dtype(dtype, "spark_broadcast"), root);
+  });
+}
+
+int spark_alltoall(spark_comm* comm, const void* send, void* recv, size_t count, int dtype) {
+  return guarded([&] {
+    checked(comm, "spark_alltoall").alltoall(send, recv, count, to_dtype(dtype, "spark_alltoall"));
+  });
+}
+
+int spark_alltoallv(spark_comm* comm, const void* send, const size_t* send_counts,
+                    const size_t* send_displs, void* recv, const size_t* recv_counts,
+                    const size_t* recv_displs, int dtype) {
+  return guarded([&] {
+    checked(comm, "spark_alltoallv")
+        .alltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs,
+                   to_dtype(dtype, "spark_alltoallv"));
+  });
+}
+
+int spark_send(spark_comm* comm, const void* buffer, size_t count, int dtype, int peer) {
+  return guarded([&] {
+    checked(comm, "spark_send").send(buffer, count, to_dtype(dtype, "spark_send"), peer);
+  });
+}
+
+int spark_recv(spark_comm* comm, void* buffer, size_t count, int dtype, int peer) {
+  return guarded([&] {
+    checked(comm, "spark_recv").recv(buffer, count, to_dtype(dtype, "spark_recv"), peer);
+  });
+}
+
+int spark_barrier(spark_comm* comm) {
+  return guarded([&] { checked(comm, "spark_barrier").barrier(); });
+}
+
+int spark_set_timeout_ms(spark_comm* comm, uint32_t ms) {
+  return guarded([&] {
+    if (ms == 0) throw spark::InvalidUsage("spark_set_timeout_ms: the timeout must be at least 1 ms");
+    checked(comm, "spark_set_timeout_ms").set_timeout_ms(ms);
+  });
+}
+
+uint32_t spark_timeout_ms(const spark_comm* comm) { return comm ? comm->comm.timeout_ms() : 0; }
+
+int spark_failure(const spark_comm* comm, spark_failure_record* out) {
+  if (comm == nullptr || out == nullptr) {
+    fail(SPARK_ERR_INVALID, "spark_failure: comm and out must not be NULL");
+    return -1;
+  }
+  try {
+    const auto record = comm->comm.failure();
+    if (!record) return 0;
+    to_c(*record, *out);
+    return 1;
+  } catch (const std::exception& e) {
+    fail(SPARK_ERR_INTERNAL, e.what());
+    return -1;
+  }
+}
+
+int spark_check_health(const spark_comm* comm) {
+  return guarded([&] {
+    if (comm == nullptr) throw spark::InvalidUsage("spark_check_health: comm is NULL");
+    comm->comm.check_health();
+  });
+}
+
+int spark_format_failure(const spark_failure_record* record, char* buf, size_t size) {
+  if (record == nullptr || (buf == nullptr && size > 0)) {
+    fail(SPARK_ERR_INVALID, "spark_format_failure: record is NULL (or buf NULL with size > 0)");
+    return -1;
+  }
+  try {
+    const std::string line = spark::to_string(from_c(*record));
+    if (size > 0) {
+      const std::size_t n = std::min(line.size(), size - 1);
+      std::memcpy(buf, line.data(), n);
+      buf[n] = '\0';
+    }
+    return static_cast<int>(line.size());
+  } catch (const std::exception& e) {
+    fail(SPARK_ERR_INTERNAL, e.what());
+    return -1;
+  }
+}
+
+const char* spark_last_error(void) { return t_last_error.c_str(); }
+
+size_t spark_failure_record_size(void) { return sizeof(spark_failure_record); }
+
+const char* spark_version(void) { return spark::kVersion; }
+
+}  // extern "C"

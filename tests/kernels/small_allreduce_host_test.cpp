@@ -4,6 +4,7 @@
 // in-process allgather with a deadline (the communicator's allgather in libspark).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -104,8 +105,13 @@ struct Rank {
     std::strcpy(ch.ctl->lane_names[0], "proxy");
     ch.ctl->lane_count = 1;
     proxy = std::make_unique<spark::cuda::Proxy>(
-        ch, [&hub, rank](const void* in, void* out, std::size_t bytes) {
+        ch,
+        [&hub, rank](const void* in, void* out, std::size_t bytes) {
           hub.exchange(rank, in, out, bytes);
+        },
+        [this](const sk::FailureRecordData& r) {
+          reported_peer = r.peer;
+          reported.store(reported.load() + 1);
         });
   }
   template <class T>
@@ -114,6 +120,8 @@ struct Rank {
     sk::SteadyClock clock;
     return sk::small_allreduce_body<T>(ch, send, recv, count, dtype, op, ex, clock);
   }
+  std::atomic<int> reported{0};  // on_failure calls (exactly one after a failure)
+  std::atomic<int> reported_peer{-2};
   std::unique_ptr<void, FreeDeleter> mem;
   sk::Channel ch;
   std::unique_ptr<spark::cuda::Proxy> proxy;
@@ -247,6 +255,12 @@ TEST(SmallAllreduceHostFault, PeerNeverArrivesProxyRecordsIt) {
                   ": allreduce seq 2 step 0: no data from rank 2 on lane hub after 300 ms "
                   "(timeout 300 ms) [gpu op, host proxy]");
   }
+  for (Rank* r : {&r0, &r1}) {
+    for (int i = 0; i < 2000 && r->reported.load() == 0; ++i) std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(r->reported.load(), 1);
+    EXPECT_EQ(r->reported_peer, 2);
+  }
+  EXPECT_EQ(r2.reported.load(), 0);
   // Failed means failed: the next call stops at once, without staging.
   const std::uint64_t staged = *r0.ch.stage_flag;
   EXPECT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum), sk::KernelStatus::failed);
@@ -279,6 +293,8 @@ TEST(SmallAllreduceHostFault, KernelWaitIsBackstopAndSeesNewTimeout) {
   EXPECT_STREQ(rec.detail, "gpu wait");
   hub.cancel();  // frees the proxy thread; its own failure does not overwrite the record
   r0.proxy.reset();
+  EXPECT_EQ(r0.reported.load(), 1);  // the kernel's record, reported by the proxy thread
+  EXPECT_EQ(r0.reported_peer, 1);
   EXPECT_EQ(r0.ch.ctl->record.peer, 1);
   EXPECT_STREQ(r0.ch.ctl->record.detail, "gpu wait");
 }

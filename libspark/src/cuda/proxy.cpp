@@ -12,8 +12,11 @@ namespace spark::cuda {
 
 namespace sk = spark::kernels;
 
-Proxy::Proxy(const sk::Channel& host_view, Exchange exchange)
-    : ch_(host_view), exchange_(std::move(exchange)), next_(sk::load_acquire(ch_.stage_flag) + 1) {
+Proxy::Proxy(const sk::Channel& host_view, Exchange exchange, OnFailure on_failure)
+    : ch_(host_view),
+      exchange_(std::move(exchange)),
+      on_failure_(std::move(on_failure)),
+      next_(sk::load_acquire(ch_.stage_flag) + 1) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -27,12 +30,12 @@ void Proxy::run() noexcept {
   std::uint32_t idle = 0;
   while (!stop_.load(std::memory_order_acquire)) {
     if (sk::load_acquire(ch_.stage_flag) >= next) {
-      if (!serve(next)) return;  // failed: the record is in the control block
+      if (!serve(next)) return report();  // failed: the record is in the control block
       ++next;
       idle = 0;
       continue;
     }
-    if (sk::is_failed(ch_.ctl)) return;
+    if (sk::is_failed(ch_.ctl)) return report();  // e.g. a kernel's wait expired
     // A kernel may come at any time (graphs replay without the host knowing): poll, hot for a
     // few microseconds after the last operation, then at a cadence that costs little CPU.
     if (++idle < 2000) {
@@ -40,6 +43,17 @@ void Proxy::run() noexcept {
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+  }
+}
+
+void Proxy::report() noexcept {
+  // A record being written (state writing) is complete within microseconds.
+  while (sk::load_acquire(&ch_.ctl->state) == sk::kStateWriting) std::this_thread::yield();
+  if (!on_failure_) return;
+  try {
+    on_failure_(ch_.ctl->record);
+  } catch (...) {
+    // Reporting must not take the process down from a background thread.
   }
 }
 

@@ -24,8 +24,12 @@ class Proxy {
   /// std::exception (recorded as a peer error) when the peers cannot be reached.
   using Exchange = std::function<void(const void* in, void* out, std::size_t bytes)>;
 
+  /// Called once, from the proxy thread, when the control block turns failed (written by a
+  /// kernel, by this proxy, or by anyone else): the place to report the group abort.
+  using OnFailure = std::function<void(const kernels::FailureRecordData&)>;
+
   /// `host_view` is the Channel with host addresses. The thread starts at once.
-  Proxy(const kernels::Channel& host_view, Exchange exchange);
+  Proxy(const kernels::Channel& host_view, Exchange exchange, OnFailure on_failure = nullptr);
   /// Stops and joins the thread. An exchange in progress ends with its own deadline.
   ~Proxy();
   Proxy(const Proxy&) = delete;
@@ -36,10 +40,12 @@ class Proxy {
 
  private:
   void run() noexcept;
+  void report() noexcept;
   bool serve(std::uint64_t seq);
 
   kernels::Channel ch_;
   Exchange exchange_;
+  OnFailure on_failure_;
   std::uint64_t next_;  ///< first sequence number to serve (fixed before the thread starts)
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> served_{0};

@@ -114,3 +114,51 @@ TEST(LiveProbe, InjectedSysfsRootOverrulesCpukinds) {
 
 }  // namespace
 }  // namespace spark::topo
+
+namespace spark::topo {
+namespace {
+
+// A fake sysfs with a Spark's four CX7 functions and its GPU: the live machine's NIC discovery
+// (sysfs, not hwloc's PCI scan) finds them, with names, PCIe links and locality.
+TEST(LiveProbe, NicsFromInjectedSysfs) {
+  auto root = std::filesystem::temp_directory_path() / ("spark-nic-" + std::to_string(getpid()));
+  auto dev = [&](const std::string& bdf, const char* vendor, const char* cls, const char* rdma,
+                 const char* net) {
+    auto d = root / "sys/bus/pci/devices" / bdf;
+    std::filesystem::create_directories(d);
+    std::ofstream(d / "vendor") << vendor << "\n";
+    std::ofstream(d / "class") << cls << "\n";
+    std::ofstream(d / "device") << "0x1021\n";
+    std::ofstream(d / "local_cpulist") << "0-19\n";
+    if (rdma != nullptr) std::filesystem::create_directories(d / "infiniband" / rdma);
+    if (net != nullptr) std::filesystem::create_directories(d / "net" / net);
+  };
+  dev("0000:01:00.0", "0x15b3", "0x020000", "rocep1s0f0", "enp1s0f0np0");
+  dev("0000:01:00.1", "0x15b3", "0x020000", "rocep1s0f1", "enp1s0f1np1");
+  dev("0002:01:00.0", "0x15b3", "0x020000", "roceP2p1s0f0", "enP2p1s0f0np0");
+  dev("0002:01:00.1", "0x15b3", "0x020000", "roceP2p1s0f1", "enP2p1s0f1np1");
+  dev("0007:01:00.0", "0x10ec", "0x020000", nullptr, "enP7s7");  // the 10 GbE port: not a lane
+  dev("000f:01:00.0", "0x10de", "0x030000", nullptr, nullptr);
+  std::filesystem::create_directories(root / "sys/bus/pci/devices/000f:01:00.0/drm/card1");
+  std::filesystem::create_directories(root / "sys/bus/pci/devices/not-a-bdf");
+
+  LoadOptions o;
+  o.sysfs_root = root;
+  MachineInfo m = machine_info(Topology::load(o));
+  std::filesystem::remove_all(root);
+  ASSERT_EQ(m.lanes.size(), 4u);
+  EXPECT_EQ(m.lanes[2].name, "roceP2p1s0f0");
+  EXPECT_EQ(m.lanes[2].net, "enP2p1s0f0np0");
+  EXPECT_EQ(m.lanes[2].link, "0002:01");
+  EXPECT_EQ(m.lanes[3].function, 1);
+  EXPECT_EQ(m.lanes[0].near_cpus, m.cpus);  // local_cpulist 0-19 clipped to this machine
+  ASSERT_EQ(m.gpus.size(), 1u);
+  EXPECT_EQ(m.gpus[0].name, "PCI [10de:1021]");
+  EXPECT_EQ(m.gpus[0].osdev, "card1");
+  Plan p = make_plan(m, PlanOptions{});
+  EXPECT_EQ(p.ranks[0].lanes, (std::vector<std::string>{"rocep1s0f0", "roceP2p1s0f0"}));
+  EXPECT_TRUE(p.notes.empty());
+}
+
+}  // namespace
+}  // namespace spark::topo

@@ -8,6 +8,7 @@
 #include "spark/topo/error.hpp"
 #include "spark/topo/kinds.hpp"
 #include "spark/topo/machine.hpp"
+#include "sysfs_io.hpp"
 
 namespace spark::topo {
 
@@ -226,7 +227,13 @@ MachineInfo machine_info(const Topology& topology) {
     return a.cpus.front() < b.cpus.front();
   });
 
-  if (topology.has_io()) find_io(topo, allowed.get(), m);
+  if (topology.has_io()) {
+    if (topology.from_xml()) {
+      find_io(topo, allowed.get(), m);
+    } else {
+      detail::find_io_sysfs(topology.sysfs_root(), m);
+    }
+  }
   return m;
 }
 

@@ -46,19 +46,23 @@ Topology Topology::load(const LoadOptions& options) {
   std::string source = options.xml_path ? options.xml_path->string() : std::string("this machine");
   check(hwloc_topology_init(&guard.topo), "hwloc_topology_init", source);
 
-  // Binding needs PUs, cores, L3 caches and packages. I/O (PCI, OS devices) is the expensive
-  // part of a live load; keep only the "important" devices (NICs, GPUs), and only on request.
-  check(hwloc_topology_set_io_types_filter(guard.topo, options.with_io
-                                                           ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT
-                                                           : HWLOC_TYPE_FILTER_KEEP_NONE),
+  // Binding needs PUs, cores, L3 caches and packages. I/O objects come from the XML file when
+  // planning for another machine; the live machine's NICs are read from sysfs instead
+  // (sysfs_io.hpp), because hwloc's PCI discovery costs ~45 ms for names binding never shows.
+  const bool xml_io = options.with_io && options.xml_path.has_value();
+  check(hwloc_topology_set_io_types_filter(
+            guard.topo, xml_io ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE),
         "hwloc_topology_set_io_types_filter", source);
   check(hwloc_topology_set_type_filter(guard.topo, HWLOC_OBJ_L1CACHE, HWLOC_TYPE_FILTER_KEEP_NONE),
         "hwloc_topology_set_type_filter", source);
   check(hwloc_topology_set_type_filter(guard.topo, HWLOC_OBJ_L2CACHE, HWLOC_TYPE_FILTER_KEEP_NONE),
         "hwloc_topology_set_type_filter", source);
-  // GPU vendor plugins (CUDA, NVML, OpenCL, GL) are slow to initialise and only add names;
-  // the PCI device already says where a GPU sits.
-  for (const char* component : {"opencl", "gl", "cuda", "nvml", "rsmi", "levelzero"}) {
+  check(hwloc_topology_set_icache_types_filter(guard.topo, HWLOC_TYPE_FILTER_KEEP_NONE),
+        "hwloc_topology_set_icache_types_filter", source);
+  // Components binding does not need: GPU vendor plugins only add names; the x86 backend runs
+  // cpuid on every cpu in turn (migrating this thread; several ms on a busy machine) for facts
+  // Linux's sysfs already gives (cpukinds included: capacity and frequencies).
+  for (const char* component : {"x86", "opencl", "gl", "cuda", "nvml", "rsmi", "levelzero"}) {
     hwloc_topology_set_components(guard.topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, component);
   }
 

@@ -1,0 +1,403 @@
+// Integration tests: run the real sparkrun on real programs (tests/launcher/progs) and check
+// output, exit codes, and that no process of a job survives.
+#include <gtest/gtest.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+struct Result {
+  int code = -1;  // exit code, or 128+signal
+  std::string out, err;
+  double seconds = 0;
+};
+
+// A child process with its stdout/stderr captured.
+struct Child {
+  pid_t pid = -1;
+  int out = -1, err = -1;
+};
+
+Child spawn(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+  int o[2], e[2], i[2];
+  EXPECT_EQ(pipe2(o, O_CLOEXEC), 0);
+  EXPECT_EQ(pipe2(e, O_CLOEXEC), 0);
+  EXPECT_EQ(pipe2(i, O_CLOEXEC), 0);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(i[0], 0);
+    dup2(o[1], 1);
+    dup2(e[1], 2);
+    execv(argv[0], argv.data());
+    _exit(126);
+  }
+  close(o[1]);
+  close(e[1]);
+  close(i[0]);
+  if (!stdin_text.empty()) {
+    ssize_t n = write(i[1], stdin_text.data(), stdin_text.size());
+    (void)n;
+  }
+  close(i[1]);
+  return {pid, o[0], e[0]};
+}
+
+// Reads until both pipes close, then reaps; kills the child after `limit`.
+Result finish(Child c, std::chrono::seconds limit = 60s,
+              const std::function<void(const std::string&)>& on_out = {}) {
+  Result r;
+  auto t0 = Clock::now();
+  bool killed = false;
+  int fds[2] = {c.out, c.err};
+  std::string* bufs[2] = {&r.out, &r.err};
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    pollfd p[2];
+    nfds_t n = 0;
+    int which[2];
+    for (int k = 0; k < 2; ++k) {
+      if (fds[k] >= 0) {
+        p[n] = {fds[k], POLLIN, 0};
+        which[n++] = k;
+      }
+    }
+    int rc = poll(p, n, 200);
+    if (!killed && Clock::now() - t0 > limit) {
+      kill(c.pid, SIGKILL);
+      killed = true;
+      ADD_FAILURE() << "sparkrun did not finish within " << limit.count() << " s";
+    }
+    if (rc <= 0) continue;
+    for (nfds_t k = 0; k < n; ++k) {
+      if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[4096];
+      ssize_t got = read(fds[which[k]], buf, sizeof buf);
+      if (got > 0) {
+        bufs[which[k]]->append(buf, static_cast<size_t>(got));
+        if (which[k] == 0 && on_out) on_out(r.out);
+      } else {
+        close(fds[which[k]]);
+        fds[which[k]] = -1;
+      }
+    }
+  }
+  int status = 0;
+  waitpid(c.pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+Result sparkrun(std::vector<std::string> args, std::chrono::seconds limit = 60s,
+                const std::string& stdin_text = "") {
+  args.insert(args.begin(), SPARKRUN);
+  return finish(spawn(args, stdin_text), limit);
+}
+
+std::string marker() {
+  std::random_device rd;
+  return "sparkrun-test-marker-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+}
+
+// Processes whose command line contains `m` (the job-unique marker), except this test.
+std::vector<pid_t> processes_with(const std::string& m) {
+  std::vector<pid_t> found;
+  DIR* d = opendir("/proc");
+  if (!d) return found;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == getpid()) continue;
+    std::ifstream f("/proc/" + std::string(e->d_name) + "/cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // Zombies have an empty cmdline; they are dead already.
+    if (cmd.find(m) != std::string::npos) found.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(d);
+  return found;
+}
+
+// Waits (bounded) until no process carries the marker; returns the survivors.
+std::vector<pid_t> survivors(const std::string& m, std::chrono::seconds within = 10s) {
+  auto deadline = Clock::now() + within;
+  std::vector<pid_t> left;
+  do {
+    left = processes_with(m);
+    if (left.empty()) return left;
+    std::this_thread::sleep_for(50ms);
+  } while (Clock::now() < deadline);
+  for (pid_t p : left) kill(p, SIGKILL);  // do not leak them into other tests
+  return left;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(LauncherJob, HelloThreeRanks) {
+  Result r = sparkrun({"-n", "3", "--tag-output", PMIX_CLIENT, "hello"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto ls = lines(r.out);
+  ASSERT_EQ(ls.size(), 3u) << r.out;
+  std::string job;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string tag = "[" + std::to_string(rank) + "] hello ";
+    bool seen = false;
+    for (const auto& l : ls) {
+      if (l.rfind(tag, 0) != 0) continue;
+      seen = true;
+      const std::string rs = std::to_string(rank);
+      EXPECT_TRUE(contains(l, " rank=" + rs + " size=3 local_rank=" + rs + " local_size=3 "))
+          << l;
+      EXPECT_TRUE(contains(l, "univ=3 appnum=0 spark_rank=" + rs + " spark_size=3 "
+                              "spark_local_rank=" + rs + " spark_local_size=3 "
+                              "spark_node_rank=0 ")) << l;
+      // PMIx's hostname and SPARK_HOST agree.
+      auto host = l.substr(l.find(" host=") + 6);
+      host = host.substr(0, host.find(' '));
+      EXPECT_TRUE(contains(l, "spark_host=" + host + " ")) << l;
+      auto j = l.substr(l.find(" job=") + 5);
+      if (job.empty()) job = j;
+      EXPECT_EQ(j, job) << "ranks see different job ids";
+    }
+    EXPECT_TRUE(seen) << "no line from rank " << rank << ":\n" << r.out;
+  }
+  EXPECT_FALSE(job.empty() || job == "-");
+}
+
+TEST(LauncherJob, PmixPutFenceGetAcrossRanks) {
+  Result r = sparkrun({"-n", "3", PMIX_CLIENT, "modex"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(contains(r.out, "modex rank=" + std::to_string(rank) + " ok=3/3")) << r.out;
+  }
+}
+
+TEST(LauncherJob, RankExit3StopsTheJob) {
+  const std::string m = marker();
+  Result r = sparkrun({"-n", "3", "--kill-grace", "1", PMIX_CLIENT, "exit", "3", "1", m});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_TRUE(contains(r.err, "sparkrun: rank 1 (pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "exited with status 3")) << r.err;
+  EXPECT_LT(r.seconds, 30) << "the other ranks sleep 60 s: the group abort did not happen";
+  EXPECT_TRUE(survivors(m).empty());
+}
+
+TEST(LauncherJob, RankKilledBySignal) {
+  const std::string m = marker();
+  Result r = sparkrun({"-n", "3", PMIX_CLIENT, "kill9", "2", m});
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 2 (pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "killed by signal 9")) << r.err;
+  EXPECT_TRUE(survivors(m).empty());
+}
+
+TEST(LauncherJob, PmixAbortPrintsTheMessage) {
+  const std::string m = marker();
+  Result r = sparkrun({"-n", "3", PMIX_CLIENT, "abort", "5", "disk on fire", "1", m});
+  EXPECT_EQ(r.code, 5) << r.err;
+  EXPECT_TRUE(contains(r.err, "sparkrun: rank 1 aborted: disk on fire\n")) << r.err;
+  EXPECT_TRUE(survivors(m).empty());
+  Result zero = sparkrun({"-n", "2", PMIX_CLIENT, "abort", "0", "status zero", "0", m});
+  EXPECT_EQ(zero.code, 1) << zero.err;
+}
+
+TEST(LauncherJob, MissingProgram) {
+  Result r = sparkrun({"-n", "2", "/nonexistent/dir/prog"});
+  EXPECT_EQ(r.code, 127);
+  EXPECT_TRUE(contains(r.err, "cannot start rank ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "/nonexistent/dir/prog: No such file or directory")) << r.err;
+  Result p = sparkrun({"-n", "2", "no-such-program-in-path-xyz"});
+  EXPECT_EQ(p.code, 127);
+  EXPECT_TRUE(contains(p.err, "no-such-program-in-path-xyz")) << p.err;
+}
+
+TEST(LauncherJob, NonExecutableProgram) {
+  const std::string path = ::testing::TempDir() + "/sparkrun_not_executable.sh";
+  {
+    std::ofstream f(path);
+    f << "#!/bin/sh\necho should not run\n";
+  }
+  chmod(path.c_str(), 0644);
+  Result r = sparkrun({"-n", "2", path});
+  EXPECT_EQ(r.code, 127);
+  EXPECT_TRUE(contains(r.err, path + ": Permission denied")) << r.err;
+  EXPECT_FALSE(contains(r.out, "should not run"));
+  unlink(path.c_str());
+}
+
+TEST(LauncherJob, TimeoutExits124) {
+  const std::string m = marker();
+  Result r = sparkrun({"-n", "3", "--timeout", "1", PMIX_CLIENT, "sleep", "60", m});
+  EXPECT_EQ(r.code, 124) << r.err;
+  EXPECT_TRUE(contains(r.err, "--timeout 1 s")) << r.err;
+  EXPECT_LT(r.seconds, 30);
+  EXPECT_TRUE(survivors(m).empty());
+}
+
+// SIGKILL to sparkrun: the ranks die with it (PDEATHSIG) and so do the ranks' own children
+// (the orphan watcher kills the process groups).
+TEST(LauncherJob, SigkillToSparkrunLeavesNoProcess) {
+  const std::string m = marker();
+  Child c = spawn({SPARKRUN, "-n", "3", PMIX_CLIENT, "spawn-sleep", "60", m});
+  pid_t sparkrun_pid = c.pid;
+  bool sent = false;
+  Result r = finish(c, 60s, [&](const std::string& out) {
+    int started = 0;
+    for (const auto& l : lines(out)) started += contains(l, "sleeping with child");
+    if (started == 3 && !sent) {
+      sent = true;
+      // Every rank and every rank's child carry the marker now.
+      EXPECT_GE(processes_with(m).size(), 6u);
+      kill(sparkrun_pid, SIGKILL);
+    }
+  });
+  ASSERT_TRUE(sent) << "ranks did not start: " << r.err;
+  EXPECT_EQ(r.code, 128 + SIGKILL);
+  EXPECT_TRUE(survivors(m).empty());
+}
+
+TEST(LauncherJob, SigtermToSparkrunStopsTheJob) {
+  const std::string m = marker();
+  Child c = spawn({SPARKRUN, "-n", "2", "--kill-grace", "1", PMIX_CLIENT, "sleep", "60", m});
+  pid_t pid = c.pid;
+  bool sent = false;
+  Result r = finish(c, 60s, [&](const std::string& out) {
+    if (lines(out).size() == 2 && !sent) {
+      sent = true;
+      kill(pid, SIGTERM);
+    }
+  });
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
+  EXPECT_TRUE(contains(r.err, "stopping every rank")) << r.err;
+  EXPECT_TRUE(survivors(m).empty());
+}
+
+TEST(LauncherJob, OutputLinesOfRanksNeverMix) {
+  // Each line is written in three pieces; with --tag-output every line must come out whole.
+  const char* script =
+      "i=0; while [ $i -lt 200 ]; do printf 'rank%s-' $SPARK_RANK; printf 'part-'; "
+      "printf 'end\\n'; i=$((i+1)); done";
+  Result r = sparkrun({"-n", "3", "--tag-output", "/bin/sh", "-c", script});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto ls = lines(r.out);
+  EXPECT_EQ(ls.size(), 600u);
+  for (const auto& l : ls) {
+    ASSERT_EQ(l.size(), 18u) << "mixed line: " << l;
+    char rank = l[1];
+    EXPECT_EQ(l, std::string("[") + rank + "] rank" + rank + "-part-end") << l;
+  }
+}
+
+TEST(LauncherJob, StdinGoesToRankZeroOnly) {
+  Result r = sparkrun({"-n", "2", "--tag-output", "/bin/cat"}, 60s, "from stdin\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[0] from stdin\n");
+}
+
+TEST(LauncherJob, OutputDirAndExports) {
+  const std::string dir = ::testing::TempDir() + "/sparkrun_out_" + std::to_string(getpid());
+  Result r = sparkrun({"-n", "2", "--output-dir", dir, "-x", "SPARK_TEST_VAR=v1", "/bin/sh",
+                       "-c", "echo out-$SPARK_RANK-$SPARK_TEST_VAR; echo err-$SPARK_RANK >&2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream o(dir + "/rank." + std::to_string(rank) + "/stdout");
+    std::ifstream e(dir + "/rank." + std::to_string(rank) + "/stderr");
+    std::string ol, el;
+    std::getline(o, ol);
+    std::getline(e, el);
+    EXPECT_EQ(ol, "out-" + std::to_string(rank) + "-v1");
+    EXPECT_EQ(el, "err-" + std::to_string(rank));
+  }
+  std::string cmd = "rm -rf '" + dir + "'";
+  EXPECT_EQ(system(cmd.c_str()), 0);
+}
+
+TEST(LauncherJob, OversubscribeAllowsMoreRanksThanSlots) {
+  Result r = sparkrun({"--host", "localhost:1", "-n", "2", "--oversubscribe", "/bin/true"});
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// Bad input: exit 2, a clear error, and nothing started (the program would create a file).
+TEST(LauncherJob, BadInputStartsNothing) {
+  const std::string flag = ::testing::TempDir() + "/sparkrun_started_" + std::to_string(getpid());
+  const std::vector<std::string> prog = {"/bin/sh", "-c", "touch " + flag};
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"-n", "0"}, "-n: 0 is out of range"},
+      {{"-n", "abc"}, "-n: 'abc' is not a whole number"},
+      {{"--no-such-option"}, "--no-such-option"},
+      {{"--hostfile", "/nonexistent/hostfile"}, "--hostfile /nonexistent/hostfile: cannot open"},
+      {{"--host", "localhost:2", "-n", "3"}, "--oversubscribe"},
+      {{"--host", "spark-remote-host", "-n", "1"}, "remote hosts are not supported yet"},
+      {{"-x", "SPARK_TEST_UNSET_VARIABLE"}, "SPARK_TEST_UNSET_VARIABLE is not set"},
+      {{"--timeout", "soon"}, "--timeout"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.insert(args.end(), prog.begin(), prog.end());
+    Result r = sparkrun(args);
+    EXPECT_EQ(r.code, 2) << ::testing::PrintToString(c.args) << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, "sparkrun: error: ")) << r.err;
+    EXPECT_TRUE(contains(r.err, c.message)) << r.err;
+    struct stat st;
+    EXPECT_NE(stat(flag.c_str(), &st), 0) << "a rank was started for " << ::testing::PrintToString(c.args);
+    unlink(flag.c_str());
+  }
+}
+
+TEST(LauncherJob, HelpAndVersion) {
+  Result h = sparkrun({"--help"});
+  EXPECT_EQ(h.code, 0);
+  for (const char* opt : {"-n", "--host", "--hostfile", "-x", "--tag-output", "--timestamp-output",
+                          "--output-dir", "--timeout", "--kill-grace", "--oversubscribe",
+                          "--print-config"}) {
+    EXPECT_TRUE(contains(h.out, opt)) << opt;
+  }
+  Result v = sparkrun({"--version"});
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.out.rfind("sparkrun ", 0), 0u) << v.out;
+}
+
+TEST(LauncherJob, OpenMpiDirectLaunch) {
+  const std::string prog = MPI_ALLREDUCE;
+  if (prog.empty()) GTEST_SKIP() << "mpicc.openmpi not found: Open MPI direct launch not tested";
+  Result r = sparkrun({"-n", "3", "--timeout", "120", prog}, 150s);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(contains(r.out, "mpi rank=" + std::to_string(rank) + " size=3 sum=6 ok")) << r.out;
+  }
+}
+
+}  // namespace

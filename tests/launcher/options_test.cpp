@@ -1,0 +1,90 @@
+#include <gtest/gtest.h>
+
+#include "options.hpp"
+#include "usage_error.hpp"
+
+namespace spark::launch {
+namespace {
+
+ParseResult parse(std::vector<std::string> args) { return parse_options(args); }
+
+TEST(Options, MpirunStyle) {
+  auto r = parse({"-np", "3", "--tag-output", "-x", "FOO=1", "-x", "BAR", "./app", "-n", "5"});
+  EXPECT_EQ(r.action, Action::kRun);
+  ASSERT_TRUE(r.options.np.has_value());
+  EXPECT_EQ(*r.options.np, 3);
+  EXPECT_TRUE(r.options.tag_output);
+  EXPECT_EQ(r.options.exports, (std::vector<std::string>{"FOO=1", "BAR"}));
+  // Everything from the program on belongs to the program, even "-n 5".
+  EXPECT_EQ(r.options.command, (std::vector<std::string>{"./app", "-n", "5"}));
+}
+
+TEST(Options, ShortAndLongForms) {
+  auto r = parse({"-n", "2", "--host", "a:2,b", "-H", "c", "--timeout", "1.5", "--kill-grace",
+                  "0", "--oversubscribe", "--timestamp-output", "--output-dir", "out", "prog"});
+  EXPECT_EQ(*r.options.np, 2);
+  EXPECT_EQ(r.options.hosts, (std::vector<std::string>{"a:2,b", "c"}));
+  EXPECT_DOUBLE_EQ(*r.options.timeout_s, 1.5);
+  EXPECT_DOUBLE_EQ(r.options.kill_grace_s, 0.0);
+  EXPECT_TRUE(r.options.oversubscribe);
+  EXPECT_TRUE(r.options.timestamp_output);
+  EXPECT_EQ(r.options.output_dir, "out");
+  EXPECT_EQ(r.options.command, (std::vector<std::string>{"prog"}));
+}
+
+TEST(Options, DoubleDashSeparatesTheProgram) {
+  auto r = parse({"-n", "1", "--", "-weird-name", "arg"});
+  EXPECT_EQ(r.options.command, (std::vector<std::string>{"-weird-name", "arg"}));
+}
+
+TEST(Options, Defaults) {
+  auto r = parse({"prog"});
+  EXPECT_FALSE(r.options.np.has_value());
+  EXPECT_FALSE(r.options.timeout_s.has_value());
+  EXPECT_DOUBLE_EQ(r.options.kill_grace_s, 2.0);
+  EXPECT_FALSE(r.options.tag_output);
+}
+
+TEST(Options, HelpVersionPrintConfig) {
+  EXPECT_EQ(parse({"--help"}).action, Action::kHelp);
+  EXPECT_NE(parse({"-h"}).help.find("--tag-output"), std::string::npos);
+  EXPECT_EQ(parse({"--version"}).action, Action::kVersion);
+  EXPECT_EQ(parse({"--print-config"}).action, Action::kPrintConfig);
+}
+
+TEST(Options, BindingFlagsHaveAPlace) {
+  auto r = parse({"--bind-to", "core", "--map-by", "l3", "--report-bindings", "prog"});
+  EXPECT_EQ(r.options.bind_to, "core");
+  EXPECT_EQ(r.options.map_by, "l3");
+  EXPECT_TRUE(r.options.report_bindings);
+}
+
+void expect_usage_error(std::vector<std::string> args, const std::string& fragment) {
+  try {
+    parse(args);
+    FAIL() << "accepted: " << ::testing::PrintToString(args);
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+        << "message: " << e.what();
+  }
+}
+
+TEST(Options, RejectsBadInput) {
+  expect_usage_error({"-n", "0", "prog"}, "out of range");
+  expect_usage_error({"-n", "abc", "prog"}, "not a whole number");
+  expect_usage_error({"-n", "12x", "prog"}, "not a whole number");
+  expect_usage_error({"-n", "", "prog"}, "not a whole number");
+  expect_usage_error({"-n", "-3", "prog"}, "-n");
+  expect_usage_error({"-n", "99999999999999999999", "prog"}, "out of range");
+  expect_usage_error({"--timeout", "0", "prog"}, "--timeout");
+  expect_usage_error({"--timeout", "abc", "prog"}, "--timeout");
+  expect_usage_error({"--timeout", "-1", "prog"}, "--timeout");
+  expect_usage_error({"--kill-grace", "1s", "prog"}, "--kill-grace");
+  expect_usage_error({"--bogus", "prog"}, "--bogus");
+  expect_usage_error({"-n", "3"}, "no program");
+  expect_usage_error({"-n"}, "-n");
+  expect_usage_error({"--hostfile", "", "prog"}, "--hostfile");
+}
+
+}  // namespace
+}  // namespace spark::launch

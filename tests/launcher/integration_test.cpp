@@ -390,6 +390,22 @@ TEST(LauncherJob, HelpAndVersion) {
   EXPECT_EQ(v.out.rfind("sparkrun ", 0), 0u) << v.out;
 }
 
+TEST(LauncherJob, PrintConfig) {
+  if (!SPARK_CONFIG_BUILT) GTEST_SKIP() << "built without libspark's spark_config";
+  Result d = sparkrun({"--print-config"});
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_TRUE(contains(d.out, "SPARKNET_ROCE_TIMEOUT_MS=10000")) << d.out;
+  EXPECT_TRUE(contains(d.out, "default")) << d.out;
+  Result e = finish(spawn({"/usr/bin/env", "SPARKNET_ROCE_TIMEOUT_MS=5000", SPARKRUN,
+                           "--print-config"}));
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_TRUE(contains(e.out, "SPARKNET_ROCE_TIMEOUT_MS=5000")) << e.out;
+  Result bad = finish(spawn({"/usr/bin/env", "SPARKNET_ROCE_TIMEOUT_MS=abc", SPARKRUN,
+                             "--print-config"}));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, "SPARKNET_ROCE_TIMEOUT_MS")) << bad.err;
+}
+
 TEST(LauncherJob, OpenMpiDirectLaunch) {
   const std::string prog = MPI_ALLREDUCE;
   if (prog.empty()) GTEST_SKIP() << "mpicc.openmpi not found: Open MPI direct launch not tested";

@@ -1,7 +1,9 @@
 // Runs the automatic bootstrap in a launched process and checks an exchange:
-//   bootstrap_probe EXPECTED_KIND [EXPECTED_SIZE]
+//   bootstrap_probe EXPECTED_KIND [EXPECTED_SIZE [abort]]
 // Every rank publishes "probe-<rank>", fences, reads every other rank's value, prints one line
 // and exits 0 only when everything matched. Used under mpirun (a real PMIx server) and sparkrun.
+// With "abort", the last rank then calls Bootstrap::abort(3, <a failure line>) while the others
+// wait in a fence: the launcher must end the job, print the line and exit 3.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -38,6 +40,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "rank %d: rank %d published \"%s\"\n", rank, r, got.c_str());
         return 1;
       }
+    }
+    if (argc > 3 && std::string(argv[3]) == "abort" && rank == size - 1) {
+      boot->abort(3, "rank " + std::to_string(rank) +
+                         ": allreduce seq 42 step 1: no data from rank 0 on lane tcp:1 after "
+                         "10000 ms (timeout 10000 ms)");
     }
     boot->fence(std::chrono::seconds(30));
     std::printf("probe: %s rank %d/%d local %d/%d node %d (%s): exchange ok\n",

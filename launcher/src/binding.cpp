@@ -1,0 +1,114 @@
+#include "binding.hpp"
+
+#include <optional>
+
+#include "spark/topo/error.hpp"
+#include "spark/topo/plan.hpp"
+#include "usage_error.hpp"
+
+namespace spark::launch {
+
+BindingOptions binding_options(const Options& o) {
+  return BindingOptions{o.bind_to, o.map_by, o.topology, o.report_bindings};
+}
+
+namespace {
+
+// -x exports win over sparkrun's own environment, as they do for the ranks.
+topo::EnvLookup env_of(const NodeRunSpec& spec) {
+  return [&spec](std::string_view name) -> std::optional<std::string> {
+    for (const auto& [key, value] : spec.exports) {
+      if (key == name) return value;
+    }
+    for (const auto& entry : spec.base_env) {
+      if (entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 &&
+          entry[name.size()] == '=') {
+        return entry.substr(name.size() + 1);
+      }
+    }
+    return std::nullopt;
+  };
+}
+
+}  // namespace
+
+void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* err) {
+  const NodePlan& node = spec.plan.nodes.at(static_cast<std::size_t>(spec.node));
+  try {
+    topo::EnvLookup env = env_of(spec);
+    topo::PlanOptions options;
+    options.local_ranks = static_cast<int>(node.ranks.size());
+    if (!b.bind_to.empty()) options.bind_to = topo::parse_bind_to(b.bind_to);
+    if (!b.map_by.empty()) options.map_by = topo::parse_map_by(b.map_by);
+    topo::hca_from_env(options, env);
+
+    topo::LoadOptions load = topo::load_options_from_env(env);
+    if (!b.topology.empty()) load.xml_path = b.topology;
+    topo::Topology topology = topo::Topology::load(load);
+    topo::MachineInfo machine = topo::machine_info(topology);
+    topo::Plan plan = topo::make_plan(machine, options);
+
+    // Default policy on an oversubscribed node: do not pin ranks onto shared cores (the
+    // scheduler balances better); an explicit --bind-to binds anyway.
+    bool shared = false;
+    for (const auto& r : plan.ranks) shared = shared || r.shared;
+    const bool apply = plan.applies_here && options.bind_to != topo::BindTo::none &&
+                       !(shared && b.bind_to.empty());
+    if (plan.applies_here && shared && b.bind_to.empty()) {
+      plan.notes.push_back("ranks would share cores: left unbound (pass --bind-to to bind anyway)");
+    }
+
+    if (b.report_bindings) {
+      std::string report = topo::format_report(plan, node.host, node.ranks.front());
+      // Ranks of a node need not be consecutive: relabel the rank column when they are not.
+      if (node.ranks.back() - node.ranks.front() + 1 != static_cast<int>(node.ranks.size())) {
+        report.clear();
+        for (std::size_t l = 0; l < plan.ranks.size(); ++l) {
+          topo::Plan one = plan;
+          one.ranks = {plan.ranks[l]};
+          one.ranks[0].local_rank = 0;
+          one.notes.clear();
+          std::string line = topo::format_report(one, node.host, node.ranks[l]);
+          report += l == 0 ? line : line.substr(line.find('\n') + 1);
+        }
+        for (const auto& n : plan.notes) report += "note: " + n + "\n";
+      }
+      std::string prefixed;
+      for (std::size_t pos = 0; pos < report.size();) {
+        std::size_t nl = report.find('\n', pos);
+        prefixed += "sparkrun: " + report.substr(pos, nl - pos) + "\n";
+        pos = nl + 1;
+      }
+      std::fputs(prefixed.c_str(), err);
+    }
+    if (!plan.applies_here) {
+      std::fprintf(err,
+                   "sparkrun: note: binding planned for %s, not this machine; ranks run here "
+                   "unbound\n",
+                   plan.source.c_str());
+    }
+
+    spec.cpusets.assign(plan.ranks.size(), std::nullopt);
+    spec.cpuset_text.assign(plan.ranks.size(), std::string());
+    spec.lanes.assign(plan.ranks.size(), std::string());
+    for (std::size_t l = 0; l < plan.ranks.size(); ++l) {
+      const topo::RankBinding& r = plan.ranks[l];
+      if (plan.applies_here) {
+        for (const auto& lane : r.lanes) spec.lanes[l] += (spec.lanes[l].empty() ? "" : ",") + lane;
+      }
+      if (!apply) continue;
+      cpu_set_t set;
+      if (topo::to_cpu_set(r, set)) {
+        spec.cpusets[l] = set;
+        spec.cpuset_text[l] = r.cpuset;
+      }
+    }
+    bool any = false;
+    for (const auto& c : spec.cpusets) any = any || c.has_value();
+    if (!any) spec.cpusets.clear();  // the node runner treats an empty vector as "unbound"
+  } catch (const topo::TopologyError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace spark::launch

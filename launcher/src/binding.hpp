@@ -1,0 +1,29 @@
+// sparkrun's binding step (owned by the topology part): turns --bind-to/--map-by/--topology/
+// --report-bindings into a spark::topo plan for this node's ranks and fills the node runner's
+// per-rank cpusets, SPARK_CPUSET and SPARK_LANES.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "node_runner.hpp"
+#include "options.hpp"
+
+namespace spark::launch {
+
+struct BindingOptions {
+  std::string bind_to;   // "" = fast (the default; not binding when ranks would share cores)
+  std::string map_by;    // "" = slot
+  std::string topology;  // hwloc XML to plan for instead of this machine ("" = this machine)
+  bool report_bindings = false;
+};
+
+BindingOptions binding_options(const Options& o);
+
+/// Plans the binding of spec.plan.nodes[spec.node]'s ranks. Reads SPARK_TOPOLOGY_XML,
+/// SPARK_IB_HCA and NCCL_IB_HCA from spec.exports, then spec.base_env. Fills spec.cpusets,
+/// cpuset_text and lanes when the plan applies to this machine; prints the --report-bindings
+/// table and notes on `err`. Throws UsageError for requests that cannot be met.
+void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* err = stderr);
+
+}  // namespace spark::launch

@@ -84,6 +84,11 @@ class DeviceCommImpl {
     host_.ctl->grace_ms = kDeviceGraceMs;
     host_.ctl->lane_count = 1;
     std::strcpy(host_.ctl->lane_names[0], "host-proxy");
+    const cudaError_t e = sk::prepare_small_allreduce();
+    if (e != cudaSuccess) {
+      throw Error("loading the device allreduce kernels failed (" + cuda_text(e) +
+                  "): was libspark built for this GPU? (CMAKE_CUDA_ARCHITECTURES)");
+    }
     Communicator* c = &comm_;
     proxy_ = std::make_unique<Proxy>(
         host_,

@@ -42,4 +42,9 @@ struct SmallAllreduceLaunch {
 
 cudaError_t launch_small_allreduce(const SmallAllreduceLaunch& p, cudaStream_t stream);
 
+/// Loads every small-allreduce kernel now. With CUDA's lazy module loading (the default), the
+/// first launch of a kernel may wait for the context to idle; a kernel that spins on a peer
+/// kernel in the same context would then deadlock. Call once before the first launch.
+cudaError_t prepare_small_allreduce();
+
 }  // namespace spark::kernels

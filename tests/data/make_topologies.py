@@ -9,6 +9,8 @@ keeps the complete_cpuset/complete_nodeset that lstopo writes (hwloc crashes wit
 Run from anywhere:  python3 tests/data/make_topologies.py   (needs lstopo-no-graphics)
 Outputs: spark.xml, spark-wrong-cpukinds.xml, server-2socket.xml. this-vm.xml is a plain
 `lstopo-no-graphics --of xml` of the development VM and is not generated here.
+No XML comments in the output: hwloc's built-in XML parser (used when sparkrun blacklists the
+libxml2 plugin for start-up speed) rejects them.
 """
 import os
 import subprocess

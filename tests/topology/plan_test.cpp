@@ -100,6 +100,7 @@ TEST(SparkPlan, MoreRanksThanFastCoresShareAndSaySo) {
 TEST(SparkPlan, OtherPolicies) {
   EXPECT_EQ(cpusets(plan(spark(), 2, BindTo::fast, MapBy::l3)), (V{"15-19", "5-9"}));
   EXPECT_EQ(cpusets(plan(spark(), 3, BindTo::fast, MapBy::core)), (V{"15", "16", "17"}));
+  EXPECT_EQ(cpusets(plan(spark(), 4, BindTo::core, MapBy::l3)), (V{"15", "5", "16", "6"}));
   EXPECT_EQ(cpusets(plan(spark(), 12, BindTo::core)),
             (V{"15", "16", "17", "18", "19", "5", "6", "7", "8", "9", "10", "11"}));
   Plan l3 = plan(spark(), 2, BindTo::l3);

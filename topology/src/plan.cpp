@@ -193,7 +193,10 @@ Plan make_plan(const MachineInfo& m, const PlanOptions& o) {
   std::vector<Group> groups;
   std::map<std::pair<int, int>, std::size_t> group_of;
   for (const Core& c : cores) {
-    auto key = std::make_pair(o.bind_to == BindTo::l3 ? 0 : c.kind, c.cluster);
+    // Spreading over L3s (map-by l3, bind-to l3) groups by cluster only: a cluster's cores stay
+    // in ranked order, so its fast cores are still used before its slow ones.
+    const bool by_cluster = o.bind_to == BindTo::l3 || o.map_by == MapBy::l3;
+    auto key = std::make_pair(by_cluster ? 0 : c.kind, c.cluster);
     auto [it, inserted] = group_of.try_emplace(key, groups.size());
     if (inserted) groups.push_back(Group{c.cluster, {}, {}});
     groups[it->second].cores.push_back(c);

@@ -1,0 +1,243 @@
+// Correctness of every collective x dtype x op x size, over tcp and shm, for 1..4 ranks, in
+// forked processes wired up by the real environment rendezvous. Results must equal the
+// rank-ordered fold bit for bit, and be bit-identical on every rank.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "multiproc.hpp"
+#include "test_data.hpp"
+
+namespace spark::test {
+namespace {
+
+constexpr std::size_t kSizes[] = {0, 1, 7, 4096 + 3};
+constexpr std::size_t kBig = 8u << 20;  // bytes, for a subset
+
+int check_allreduce(CommunicatorImpl& comm, int& salt) {
+  int errors = 0;
+  const int n = comm.size();
+  for (AllreduceAlgo algo : {AllreduceAlgo::automatic, AllreduceAlgo::one_shot, AllreduceAlgo::two_phase}) {
+    comm.set_allreduce_algo(algo);
+    for (DType dt : kAllDTypes)
+      for (ReduceOp op : kAllOps)
+        for (std::size_t count : kSizes)
+          for (bool in_place : {false, true}) {
+            ++salt;
+            auto in = gen(dt, comm.rank(), salt, count, op);
+            auto expect = reference(dt, op, n, salt, count);
+            std::vector<std::byte> out(in.size());
+            if (in_place) {
+              comm.allreduce(in.data(), in.data(), count, dt, op);
+              out = in;
+            } else {
+              comm.allreduce(in.data(), out.data(), count, dt, op);
+            }
+            RANK_CHECK(out == expect, "allreduce algo %d %s %s count %zu in_place %d", static_cast<int>(algo),
+                       std::string(to_string(dt)).c_str(), std::string(to_string(op)).c_str(), count,
+                       static_cast<int>(in_place));
+            // Bit-identical on every rank.
+            std::uint64_t h = fnv(out.data(), out.size());
+            std::vector<std::uint64_t> all(static_cast<std::size_t>(n));
+            comm.allgather(&h, all.data(), 1, DType::i64);
+            for (auto x : all) RANK_CHECK(x == h, "allreduce results differ between ranks");
+          }
+  }
+  comm.set_allreduce_algo(AllreduceAlgo::automatic);
+  return errors;
+}
+
+int check_reduce_scatter(CommunicatorImpl& comm, int& salt) {
+  int errors = 0;
+  const int n = comm.size();
+  for (DType dt : kAllDTypes)
+    for (ReduceOp op : kAllOps)
+      for (std::size_t count : kSizes) {
+        ++salt;
+        const std::size_t total = count * static_cast<std::size_t>(n), es = dtype_size(dt);
+        auto in = gen(dt, comm.rank(), salt, total, op);
+        auto full = reference(dt, op, n, salt, total);
+        std::vector<std::byte> out(count * es);
+        comm.reduce_scatter(in.data(), out.data(), count, dt, op);
+        RANK_CHECK(std::memcmp(out.data(), full.data() + static_cast<std::size_t>(comm.rank()) * count * es,
+                               count * es) == 0,
+                   "reduce_scatter %s %s count %zu", std::string(to_string(dt)).c_str(),
+                   std::string(to_string(op)).c_str(), count);
+      }
+  return errors;
+}
+
+int check_data_movement(CommunicatorImpl& comm, int& salt) {
+  int errors = 0;
+  const int n = comm.size(), me = comm.rank();
+  const auto un = static_cast<std::size_t>(n);
+  for (DType dt : kAllDTypes)
+    for (std::size_t count : kSizes) {
+      const std::size_t es = dtype_size(dt);
+      // allgather
+      ++salt;
+      {
+        auto in = gen(dt, me, salt, count);
+        std::vector<std::byte> out(un * count * es);
+        comm.allgather(in.data(), out.data(), count, dt);
+        for (int r = 0; r < n; ++r) {
+          auto e = gen(dt, r, salt, count);
+          RANK_CHECK(std::memcmp(out.data() + static_cast<std::size_t>(r) * count * es, e.data(), e.size()) == 0,
+                     "allgather %s count %zu block %d", std::string(to_string(dt)).c_str(), count, r);
+        }
+      }
+      // broadcast from a rotating root
+      ++salt;
+      {
+        const int root = salt % n;
+        auto buf = gen(dt, me, salt, count);
+        comm.broadcast(buf.data(), count, dt, root);
+        RANK_CHECK(buf == gen(dt, root, salt, count), "broadcast %s count %zu root %d",
+                   std::string(to_string(dt)).c_str(), count, root);
+      }
+      // alltoall: block j of rank r's input = gen(r, salt*64 + j)
+      ++salt;
+      {
+        std::vector<std::byte> in(un * count * es), out(un * count * es);
+        for (int j = 0; j < n; ++j) {
+          auto b = gen(dt, me, salt * 64 + j, count);
+          if (!b.empty()) std::memcpy(in.data() + static_cast<std::size_t>(j) * count * es, b.data(), b.size());
+        }
+        comm.alltoall(in.data(), out.data(), count, dt);
+        for (int r = 0; r < n; ++r) {
+          auto e = gen(dt, r, salt * 64 + me, count);
+          RANK_CHECK(std::memcmp(out.data() + static_cast<std::size_t>(r) * count * es, e.data(), e.size()) == 0,
+                     "alltoall %s count %zu from %d", std::string(to_string(dt)).c_str(), count, r);
+        }
+      }
+      // alltoallv: rank r sends (count + r + 2j) % (count + 3) elements to j
+      ++salt;
+      {
+        auto cnt = [&](int from, int to) {
+          return (count + static_cast<std::size_t>(from) + 2 * static_cast<std::size_t>(to)) % (count + 3);
+        };
+        std::vector<std::size_t> sc(un), sd(un), rc(un), rd(un);
+        std::size_t st = 0, rt = 0;
+        for (int j = 0; j < n; ++j) {
+          const auto uj = static_cast<std::size_t>(j);
+          sc[uj] = cnt(me, j);
+          sd[uj] = st;
+          st += sc[uj] + 1;  // gaps between blocks
+          rc[uj] = cnt(j, me);
+          rd[uj] = rt;
+          rt += rc[uj] + 2;
+        }
+        std::vector<std::byte> in(st * es), out(rt * es);
+        for (int j = 0; j < n; ++j) {
+          auto b = gen(dt, me, salt * 64 + j, sc[static_cast<std::size_t>(j)]);
+          if (!b.empty()) std::memcpy(in.data() + sd[static_cast<std::size_t>(j)] * es, b.data(), b.size());
+        }
+        comm.alltoallv(in.data(), sc.data(), sd.data(), out.data(), rc.data(), rd.data(), dt);
+        for (int r = 0; r < n; ++r) {
+          auto e = gen(dt, r, salt * 64 + me, rc[static_cast<std::size_t>(r)]);
+          RANK_CHECK(std::memcmp(out.data() + rd[static_cast<std::size_t>(r)] * es, e.data(), e.size()) == 0,
+                     "alltoallv %s count %zu from %d", std::string(to_string(dt)).c_str(), count, r);
+        }
+      }
+      // send/recv around a ring (even ranks send first)
+      if (n > 1) {
+        ++salt;
+        const int right = (me + 1) % n, left = (me + n - 1) % n;
+        auto mine = gen(dt, me, salt, count);
+        std::vector<std::byte> got(count * es);
+        if (me % 2 == 0) {
+          comm.send(mine.data(), count, dt, right);
+          comm.recv(got.data(), count, dt, left);
+        } else {
+          comm.recv(got.data(), count, dt, left);
+          comm.send(mine.data(), count, dt, right);
+        }
+        RANK_CHECK(got == gen(dt, left, salt, count), "send/recv %s count %zu", std::string(to_string(dt)).c_str(),
+                   count);
+      }
+      comm.barrier();
+    }
+  return errors;
+}
+
+int check_big(CommunicatorImpl& comm) {
+  int errors = 0;
+  const int n = comm.size();
+  const std::size_t count = kBig / 4;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const std::size_t c = dt == DType::f32 ? count : count / 2;
+    auto in = gen(dt, comm.rank(), 1000, c);
+    std::vector<std::byte> out(in.size());
+    comm.allreduce(in.data(), out.data(), c, dt, ReduceOp::sum);
+    RANK_CHECK(out == reference(dt, ReduceOp::sum, n, 1000, c), "allreduce 8 MiB %s",
+               std::string(to_string(dt)).c_str());
+  }
+  {
+    const std::size_t per = count / static_cast<std::size_t>(n);
+    auto in = gen(DType::f32, comm.rank(), 1001, per * static_cast<std::size_t>(n));
+    std::vector<std::byte> out(per * 4);
+    comm.reduce_scatter(in.data(), out.data(), per, DType::f32, ReduceOp::sum);
+    auto full = reference(DType::f32, ReduceOp::sum, n, 1001, per * static_cast<std::size_t>(n));
+    RANK_CHECK(std::memcmp(out.data(), full.data() + static_cast<std::size_t>(comm.rank()) * per * 4, per * 4) == 0,
+               "reduce_scatter 8 MiB");
+    std::vector<std::byte> all(per * 4 * static_cast<std::size_t>(n));
+    comm.allgather(out.data(), all.data(), per, DType::f32);
+    RANK_CHECK(all == full, "allgather 8 MiB");
+  }
+  return errors;
+}
+
+class Collectives : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(Collectives, EveryCollectiveDtypeOpAndSize) {
+  RankSpec spec;
+  spec.size = std::get<0>(GetParam());
+  spec.transport = std::get<1>(GetParam());
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int) {
+    int salt = 0;
+    int errors = check_allreduce(comm, salt);
+    errors += check_reduce_scatter(comm, salt);
+    errors += check_data_movement(comm, salt);
+    if (comm.size() == 2 || comm.size() == 3) errors += check_big(comm);
+    return errors == 0 ? 0 : 1;
+  }, std::chrono::seconds(240));
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values("tcp", "shm")),
+                         [](const auto& info) {
+                           return std::get<1>(info.param) + "_" + std::to_string(std::get<0>(info.param)) + "ranks";
+                         });
+
+// The fold order is fixed (rank 0, 1, 2, 3): values chosen so that any other order differs.
+TEST(Determinism, FixedRankOrderForF32AndBf16) {
+  for (const char* transport : {"tcp", "shm"}) {
+    RankSpec spec;
+    spec.size = 4;
+    spec.transport = transport;
+    auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+      int errors = 0;
+      const float f[4] = {1e8f, 1.0f, -1e8f, 1.0f};  // ((1e8+1)-1e8)+1 = 1, (1+1)+(1e8-1e8) = 2
+      const float big = 33554432.0f;                 // 2^25: exact in bf16, 2^25+1 is not in float
+      const float b[4] = {big, 1.0f, -big, 1.0f};
+      for (AllreduceAlgo algo : {AllreduceAlgo::one_shot, AllreduceAlgo::two_phase}) {
+        comm.set_allreduce_algo(algo);
+        std::vector<float> x(1000, f[rank]);
+        comm.allreduce(x.data(), x.data(), x.size(), DType::f32, ReduceOp::sum);
+        for (float v : x) RANK_CHECK(v == 1.0f, "f32 sum gave %g, expected 1 (rank order)", static_cast<double>(v));
+        std::vector<std::uint16_t> y(1000, coll::float_to_bf16(b[rank]));
+        comm.allreduce(y.data(), y.data(), y.size(), DType::bf16, ReduceOp::sum);
+        for (auto v : y)
+          RANK_CHECK(coll::bf16_to_float(v) == 1.0f, "bf16 sum gave %g, expected 1",
+                     static_cast<double>(coll::bf16_to_float(v)));
+      }
+      return errors == 0 ? 0 : 1;
+    });
+    for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << transport << " rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace spark::test

@@ -1,0 +1,219 @@
+// Fail-stop on tcp and shm: a killed peer is noticed at once (peer_closed), a stopped peer
+// after exactly the timeout (record names peer, lane, seq, waited_ms), every later call fails
+// with the same record, set_timeout_ms works from another thread, and ranks that call
+// different collectives get a mismatch error instead of a hang or wrong data.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "multiproc.hpp"
+
+namespace spark::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+long ms_since(Clock::time_point t) {
+  return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+}
+
+// Runs one allreduce expecting a CommFailure; checks the record with `check` (returns errors).
+template <class Check>
+int expect_failure(CommunicatorImpl& comm, Check&& check) {
+  int errors = 0;
+  std::vector<float> v(1024, 1.0f);
+  const auto t0 = Clock::now();
+  try {
+    comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
+    RANK_CHECK(false, "allreduce completed although a peer is gone");
+    return errors;
+  } catch (const CommFailure& e) {
+    const FailureRecord r = e.record();
+    std::fprintf(stderr, "rank %d (after %ld ms): %s\n", comm.rank(), ms_since(t0), e.what());
+    errors += check(r, ms_since(t0));
+    // FAILED: every later call throws the same record at once.
+    const auto t1 = Clock::now();
+    try {
+      comm.barrier();
+      RANK_CHECK(false, "barrier after a failure did not throw");
+    } catch (const CommFailure& again) {
+      RANK_CHECK(std::string(again.what()) == e.what(), "later call gave a different record: %s", again.what());
+    }
+    try {
+      comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
+      RANK_CHECK(false, "allreduce after a failure did not throw");
+    } catch (const CommFailure& again) {
+      RANK_CHECK(std::memcmp(&again.record(), &r, sizeof r) == 0, "record changed");
+    }
+    RANK_CHECK(ms_since(t1) < 100, "later calls did not fail at once");
+    auto f = comm.failure();
+    RANK_CHECK(f.has_value() && to_string(*f) == e.what(), "failure() differs from the thrown record");
+    try {
+      comm.check_health();
+      RANK_CHECK(false, "check_health did not throw");
+    } catch (const CommFailure& again) {
+      RANK_CHECK(std::string(again.what()) == e.what(), "check_health record differs");
+    }
+  }
+  return errors;
+}
+
+class Fault : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fault, KilledPeerFailsSurvivorsFast) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = GetParam();
+  spec.timeout_ms = 20000;  // far longer than the bound checked below
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    int errors = 0;
+    std::vector<float> v(4096, 1.0f);
+    comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);  // healthy first
+    if (rank == 2) ::raise(SIGKILL);
+    errors += expect_failure(comm, [&](const FailureRecord& r, long elapsed) {
+      int errors = 0;
+      RANK_CHECK(r.cause == FailureCause::peer_closed, "cause %d", static_cast<int>(r.cause));
+      RANK_CHECK(r.peer == 2, "peer %d", r.peer);
+      RANK_CHECK(r.rank == comm.rank(), "rank %d", r.rank);
+      RANK_CHECK(r.seq == 3, "seq %llu", static_cast<unsigned long long>(r.seq));  // init barrier, allreduce, this
+      RANK_CHECK(std::string(r.op) == "allreduce", "op %s", r.op);
+      RANK_CHECK(elapsed < 5000, "took %ld ms to notice a dead peer", elapsed);
+      return errors;
+    });
+    return errors == 0 ? 0 : 1;
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_EQ(codes[2], 128 + SIGKILL);
+}
+
+TEST_P(Fault, StoppedPeerTimesOutWithRecord) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = GetParam();
+  spec.timeout_ms = 300;
+  spec.quick_exit = true;
+  spec.stopped_ranks = {1};
+  const std::string transport = GetParam();
+  auto codes = run_ranks(spec, [&](CommunicatorImpl& comm, int rank) {
+    int errors = 0;
+    comm.barrier();
+    if (rank == 1) {
+      ::raise(SIGSTOP);  // the harness kills it at the end
+      return 0;
+    }
+    errors += expect_failure(comm, [&](const FailureRecord& r, long elapsed) {
+      int errors = 0;
+      RANK_CHECK(r.cause == FailureCause::timeout, "cause %d", static_cast<int>(r.cause));
+      RANK_CHECK(r.peer == 1, "peer %d", r.peer);
+      RANK_CHECK(r.seq == 3, "seq %llu", static_cast<unsigned long long>(r.seq));
+      RANK_CHECK(r.timeout_ms == 300, "timeout_ms %u", r.timeout_ms);
+      // 5 % of 300 ms is 15 ms; allow more on a loaded 2-core machine, but not much.
+      RANK_CHECK(r.waited_ms >= 300 && r.waited_ms <= 360, "waited_ms %u", r.waited_ms);
+      RANK_CHECK(elapsed >= 300 && elapsed < 2000, "elapsed %ld", elapsed);
+      const std::string lane = r.lane;
+      RANK_CHECK(transport == "shm" ? lane == "shm" : lane.rfind("tcp:", 0) == 0, "lane %s", r.lane);
+      RANK_CHECK(r.time_unix_ns > 0, "no wall time");
+      return errors;
+    });
+    return errors == 0 ? 0 : 1;
+  }, std::chrono::seconds(20));
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[2], 0);
+  EXPECT_EQ(codes[1], 128 + SIGKILL);  // killed by the harness while stopped
+}
+
+TEST_P(Fault, SetTimeoutFromAnotherThreadAppliesMidWait) {
+  RankSpec spec;
+  spec.size = 2;
+  spec.transport = GetParam();
+  spec.timeout_ms = 30000;
+  spec.quick_exit = true;
+  spec.stopped_ranks = {1};
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    int errors = 0;
+    comm.barrier();
+    if (rank == 1) {
+      ::raise(SIGSTOP);
+      return 0;
+    }
+    std::thread changer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      comm.set_timeout_ms(400);
+    });
+    errors += expect_failure(comm, [&](const FailureRecord& r, long elapsed) {
+      int errors = 0;
+      RANK_CHECK(r.cause == FailureCause::timeout, "cause %d", static_cast<int>(r.cause));
+      RANK_CHECK(r.timeout_ms == 400, "timeout_ms %u", r.timeout_ms);
+      RANK_CHECK(elapsed >= 400 && elapsed < 3000, "elapsed %ld (timeout was 30000, then 400)", elapsed);
+      return errors;
+    });
+    changer.join();
+    return errors == 0 ? 0 : 1;
+  }, std::chrono::seconds(20));
+  EXPECT_EQ(codes[0], 0);
+}
+
+TEST_P(Fault, MismatchedCallsAreNamed) {
+  RankSpec spec;
+  spec.size = 2;
+  spec.transport = GetParam();
+  spec.timeout_ms = 5000;
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    int errors = 0;
+    std::vector<float> v(100, 1.0f);
+    try {
+      if (rank == 0)
+        comm.allreduce(v.data(), v.data(), 100, DType::f32, ReduceOp::sum);
+      else
+        comm.allreduce(v.data(), v.data(), 99, DType::f32, ReduceOp::sum);
+      RANK_CHECK(false, "mismatched counts were not detected");
+    } catch (const CommFailure& e) {
+      const std::string what = e.what();
+      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      RANK_CHECK(e.record().cause == FailureCause::mismatch, "cause");
+      RANK_CHECK(e.record().peer == 1 - rank, "peer");
+      RANK_CHECK(what.find("allreduce(f32, sum, count 100)") != std::string::npos &&
+                     what.find("allreduce(f32, sum, count 99)") != std::string::npos,
+                 "both calls not named: %s", what.c_str());
+    }
+    return errors == 0 ? 0 : 1;
+  }, std::chrono::seconds(20));
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
+TEST_P(Fault, DifferentCollectivesOrRootsAreNamed) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = GetParam();
+  spec.timeout_ms = 5000;
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    int errors = 0;
+    std::vector<float> v(64, 1.0f);
+    // Ranks 0 and 1 broadcast from different roots, rank 2 calls allreduce.
+    try {
+      if (rank == 2)
+        comm.allreduce(v.data(), v.data(), 64, DType::f32, ReduceOp::sum);
+      else
+        comm.broadcast(v.data(), 64, DType::f32, rank);
+      RANK_CHECK(false, "mismatch not detected");
+    } catch (const CommFailure& e) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      RANK_CHECK(e.record().cause == FailureCause::mismatch || e.record().cause == FailureCause::peer_closed,
+                 "cause %d", static_cast<int>(e.record().cause));
+    }
+    return errors == 0 ? 0 : 1;
+  }, std::chrono::seconds(30));
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Fault, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace spark::test

@@ -1,0 +1,98 @@
+// Unit tests of the reduction kernels and the half-precision conversions (host only).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "coll/call_desc.hpp"
+#include "coll/reduce.hpp"
+
+namespace spark::coll {
+namespace {
+
+template <class T>
+std::vector<T> run(DType dt, ReduceOp op, std::vector<std::vector<T>> in) {
+  std::vector<const void*> p;
+  for (auto& v : in) p.push_back(v.data());
+  std::vector<T> out(in[0].size());
+  reduce_n(out.data(), p.data(), static_cast<int>(p.size()), out.size(), dt, op);
+  return out;
+}
+
+TEST(Reduce, EveryOpOnIntegersAndFloats) {
+  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::sum, {{1, -5}, {2, 7}, {3, 1}}), (std::vector<std::int32_t>{6, 3}));
+  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::prod, {{2, -5}, {3, 7}}), (std::vector<std::int32_t>{6, -35}));
+  EXPECT_EQ(run<std::int64_t>(DType::i64, ReduceOp::min, {{2, -5}, {3, 7}}), (std::vector<std::int64_t>{2, -5}));
+  EXPECT_EQ(run<std::int64_t>(DType::i64, ReduceOp::max, {{2, -5}, {3, 7}}), (std::vector<std::int64_t>{3, 7}));
+  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::avg, {{2, -5}, {4, 8}}), (std::vector<std::int32_t>{3, 1}));
+  EXPECT_EQ(run<std::uint8_t>(DType::u8, ReduceOp::sum, {{200}, {100}}), (std::vector<std::uint8_t>{44}));  // wraps
+  EXPECT_EQ(run<std::uint8_t>(DType::u8, ReduceOp::avg, {{200}, {100}}), (std::vector<std::uint8_t>{150}));
+  EXPECT_EQ(run<float>(DType::f32, ReduceOp::avg, {{1.0f}, {2.0f}}), (std::vector<float>{1.5f}));
+  EXPECT_EQ(run<double>(DType::f64, ReduceOp::prod, {{1.5}, {-2.0}}), (std::vector<double>{-3.0}));
+  // Integer overflow wraps instead of being undefined.
+  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::sum, {{std::numeric_limits<std::int32_t>::max()}, {1}}),
+            (std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min()}));
+}
+
+TEST(Reduce, FoldsInInputOrder) {
+  // ((1e8 + 1) - 1e8) + 1 == 1 in float; any other order gives 0 or 2.
+  EXPECT_EQ(run<float>(DType::f32, ReduceOp::sum, {{1e8f}, {1.0f}, {-1e8f}, {1.0f}}), (std::vector<float>{1.0f}));
+  EXPECT_EQ(run<float>(DType::f32, ReduceOp::sum, {{1.0f}, {1.0f}, {1e8f}, {-1e8f}}), (std::vector<float>{0.0f}));
+}
+
+TEST(Reduce, OutputMayAliasAnyInput) {
+  for (int alias = 0; alias < 3; ++alias) {
+    std::vector<std::vector<float>> in = {std::vector<float>(3000, 1.0f), std::vector<float>(3000, 2.0f),
+                                          std::vector<float>(3000, 4.0f)};
+    std::vector<const void*> p = {in[0].data(), in[1].data(), in[2].data()};
+    reduce_n(in[static_cast<std::size_t>(alias)].data(), p.data(), 3, 3000, DType::f32, ReduceOp::sum);
+    for (float v : in[static_cast<std::size_t>(alias)]) ASSERT_EQ(v, 7.0f) << "alias " << alias;
+  }
+}
+
+TEST(Reduce, HalfPrecisionAccumulatesInFloatAndRoundsOnce) {
+  // bf16: 256 + 1 + 1 = 258 exactly in float, representable in bf16; pairwise bf16 rounding
+  // would give 256 (256+1 rounds back to 256 in bf16).
+  auto b = [](float f) { return float_to_bf16(f); };
+  auto out = run<std::uint16_t>(DType::bf16, ReduceOp::sum, {{b(256)}, {b(1)}, {b(1)}});
+  EXPECT_EQ(bf16_to_float(out[0]), 258.0f);
+  auto h = [](float f) { return float_to_f16(f); };
+  auto o2 = run<std::uint16_t>(DType::f16, ReduceOp::avg, {{h(1.0f)}, {h(2.0f)}});
+  EXPECT_EQ(f16_to_float(o2[0]), 1.5f);
+}
+
+TEST(Convert, F16RoundTripsEveryValue) {
+  for (std::uint32_t i = 0; i < 0x10000; ++i) {
+    const auto x = static_cast<std::uint16_t>(i);
+    const float f = f16_to_float(x);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(float_to_f16(f), x) << std::hex << i;
+  }
+  EXPECT_EQ(float_to_f16(65504.0f), 0x7bff);
+  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);  // rounds to infinity
+  EXPECT_EQ(float_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // tie to even
+  EXPECT_EQ(f16_to_float(0x0001), std::ldexp(1.0f, -24));
+}
+
+TEST(Convert, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3f808000u)), 0x3f80);  // tie -> even
+  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3f818000u)), 0x3f82);  // tie -> even (up)
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(CallDesc, NamesCalls) {
+  transport::CallDesc d;
+  d.coll = transport::Coll::broadcast;
+  d.dtype = static_cast<std::uint8_t>(DType::f32);
+  d.root = 2;
+  d.count = 8;
+  EXPECT_EQ(describe(d), "broadcast(f32, count 8, root 2)");
+  d.coll = transport::Coll::allreduce;
+  d.op = static_cast<std::uint8_t>(ReduceOp::max);
+  EXPECT_EQ(describe(d), "allreduce(f32, max, count 8)");
+}
+
+}  // namespace
+}  // namespace spark::coll

@@ -1,0 +1,80 @@
+// spark::cuda::DeviceComm through the real libspark (singleton communicator). The error tests
+// run everywhere (label unit); the device-buffer tests need a GPU (label gpu, else skipped).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "spark/cuda.hpp"
+#include "spark/spark.hpp"
+
+#if defined(SPARK_TEST_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+bool gpu_usable() {
+#if defined(SPARK_TEST_WITH_CUDA)
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+#else
+  return false;
+#endif
+}
+
+std::string message_of(spark::Communicator& comm) {
+  try {
+    spark::cuda::DeviceComm dev(comm);
+  } catch (const spark::InvalidUsage& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DeviceCommErrors, ClearErrorWithoutCudaBuildOrGpu) {
+  if (gpu_usable()) GTEST_SKIP() << "a GPU is usable here: the error path is not reachable";
+  auto comm = spark::init();
+  const std::string msg = message_of(comm);
+  if (spark::cuda::built_with_cuda()) {
+    EXPECT_EQ(msg.rfind("no CUDA device (", 0), 0u) << msg;
+    EXPECT_NE(msg.find("pass host buffers"), std::string::npos) << msg;
+  } else {
+    EXPECT_EQ(msg.rfind("device pointer passed but libspark was built without CUDA", 0), 0u) << msg;
+  }
+  int host = 0;
+  EXPECT_FALSE(spark::cuda::is_device_pointer(&host));
+  EXPECT_FALSE(spark::cuda::is_device_pointer(nullptr));
+}
+
+#if defined(SPARK_TEST_WITH_CUDA)
+struct Dev {
+  explicit Dev(std::size_t bytes) { cudaMalloc(&p, bytes); }
+  ~Dev() { cudaFree(p); }
+  void* p = nullptr;
+};
+
+TEST(DeviceCommGpu, SingletonAllreduceAndChecks) {
+  if (!gpu_usable()) GTEST_SKIP() << "no CUDA device: needs an NVIDIA GPU and driver";
+  auto comm = spark::init();
+  spark::cuda::DeviceComm dev(comm, 1 << 16);
+  EXPECT_TRUE(spark::cuda::built_with_cuda());
+  std::vector<float> in(1000), out(1000);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i) * 0.5f;
+  Dev d(in.size() * 4);
+  ASSERT_EQ(cudaMemcpy(d.p, in.data(), in.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_TRUE(spark::cuda::is_device_pointer(d.p));
+  dev.allreduce(d.p, d.p, in.size(), spark::DType::f32, spark::ReduceOp::sum, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(out.data(), d.p, in.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(out, in);  // one rank: the sum is the input
+  EXPECT_FALSE(dev.failure().has_value());
+  EXPECT_THROW(dev.allreduce(d.p, d.p, 1 << 20, spark::DType::f32, spark::ReduceOp::sum, nullptr),
+               spark::InvalidUsage);  // larger than max_bytes
+  dev.set_timeout_ms(1234);
+  EXPECT_EQ(dev.timeout_ms(), 1234u);
+  EXPECT_EQ(comm.timeout_ms(), 1234u);
+}
+#endif
+
+}  // namespace

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <array>
+#include <optional>
 #include <string_view>
 
 #include "strict_parse.hpp"
@@ -26,13 +27,18 @@ bool takes_value(std::string_view arg) {
 
 // CLI11 only knows single-letter short options; mpirun users type "-np 3". Rewrite it to
 // "--np" in the launcher's own part of the command line (never in the program's arguments).
-std::vector<std::string> rewrite_mpirun_spellings(const std::vector<std::string>& args) {
+// A "--" in the launcher's part ends it: what follows is the program, passed in `after`.
+std::vector<std::string> rewrite_mpirun_spellings(const std::vector<std::string>& args,
+                                                  std::optional<std::vector<std::string>>& after) {
   std::vector<std::string> out;
   out.reserve(args.size());
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--") break;
+    if (a == "--") {
+      after.emplace(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      return out;
+    }
     if (a.empty() || a[0] != '-') break;  // the program starts here
     if (a == "-np") {
       out.push_back("--np");
@@ -102,7 +108,8 @@ std::string help_text() {
 
 ParseResult parse_options(const std::vector<std::string>& args_in) {
   Cli cli;
-  std::vector<std::string> args = rewrite_mpirun_spellings(args_in);
+  std::optional<std::vector<std::string>> after_dashes;
+  std::vector<std::string> args = rewrite_mpirun_spellings(args_in, after_dashes);
   // CLI11 wants them reversed for its vector overload.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -122,7 +129,10 @@ ParseResult parse_options(const std::vector<std::string>& args_in) {
   }
   Options& o = cli.o;
   o.command = cli.app.remaining();
-  if (!o.command.empty() && o.command.front() == "--") o.command.erase(o.command.begin());
+  if (after_dashes) {
+    if (!o.command.empty()) throw UsageError("unexpected '" + o.command.front() + "' before --");
+    o.command = *after_dashes;
+  }
   if (!cli.np_text.empty() || cli.app.count("--np") > 0) {
     o.np = parse_int(cli.np_text, 1, 1 << 20, "-n");
   }
@@ -150,7 +160,7 @@ ParseResult parse_options(const std::vector<std::string>& args_in) {
   if (o.command.empty()) {
     throw UsageError("no program given (usage: sparkrun [options] [--] program [args...])");
   }
-  if (o.command.front().size() > 1 && o.command.front()[0] == '-') {
+  if (!after_dashes && o.command.front().size() > 1 && o.command.front()[0] == '-') {
     throw UsageError("unknown option '" + o.command.front() + "'");
   }
   if (o.command.front().empty()) throw UsageError("the program name is empty");

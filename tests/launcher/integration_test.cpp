@@ -316,6 +316,35 @@ TEST(LauncherJob, OutputLinesOfRanksNeverMix) {
   }
 }
 
+TEST(LauncherJob, Sigusr1IsForwardedToEveryRank) {
+  const char* script =
+      "trap 'echo got-usr1; exit 0' USR1; echo ready; i=0; "
+      "while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo no-signal; exit 1";
+  Child c = spawn({SPARKRUN, "-n", "2", "--tag-output", "/bin/sh", "-c", script});
+  pid_t pid = c.pid;
+  bool sent = false;
+  Result r = finish(c, 60s, [&](const std::string& out) {
+    if (!sent && lines(out).size() == 2) {
+      sent = true;
+      kill(pid, SIGUSR1);
+    }
+  });
+  ASSERT_TRUE(sent) << r.err;
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[0] got-usr1")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[1] got-usr1")) << r.out;
+}
+
+TEST(LauncherJob, TimestampOutput) {
+  Result r = sparkrun({"-n", "1", "--timestamp-output", "--tag-output", "/bin/echo", "hi"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // 2026-11-30T06:07:05.123Z [0] hi
+  ASSERT_EQ(r.out.size(), 32u) << r.out;
+  EXPECT_EQ(r.out[4], '-');
+  EXPECT_EQ(r.out[10], 'T');
+  EXPECT_EQ(r.out.substr(23), "Z [0] hi\n");
+}
+
 TEST(LauncherJob, StdinGoesToRankZeroOnly) {
   Result r = sparkrun({"-n", "2", "--tag-output", "/bin/cat"}, 60s, "from stdin\n");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -1,0 +1,272 @@
+#include "doctor.hpp"
+
+#include <dlfcn.h>
+#include <hwloc.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+#include <infiniband/verbs.h>
+
+#include "transport/verbs/gid.hpp"
+#include "transport/verbs/handles.hpp"
+#include "transport/verbs/limits.hpp"
+#include "transport/verbs/verbs_transport.hpp"
+#endif
+#ifdef SPARK_DOCTOR_HAVE_PMIX
+#include <pmix.h>
+#endif
+
+namespace spark::launch::doctor {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+std::string first_line(const fs::path& p) {
+  std::ifstream in(p);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+const char* status_text(Status s) {
+  switch (s) {
+    case Status::ok: return "ok";
+    case Status::warn: return "WARN";
+    case Status::fail: return "FAIL";
+    case Status::info: return "info";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::vector<Row> evaluate(const HostFacts& f, int expect_mtu) {
+  std::vector<Row> rows;
+  if (!f.verbs_built) {
+    rows.push_back({"rdma devices", "-", Status::fail,
+                    "sparkrun was built without libibverbs: install libibverbs-dev and rebuild"});
+  } else if (f.devices.empty()) {
+    rows.push_back({"rdma devices", "-", Status::fail, f.no_device.empty() ? "no RDMA device found" : f.no_device});
+  }
+  for (const DeviceFacts& d : f.devices) {
+    if (!d.error.empty() && d.port_state.empty()) {
+      rows.push_back({"rdma device", d.name, Status::fail, d.error});
+      continue;
+    }
+    rows.push_back({"link state", d.name, d.port_state == "ACTIVE" ? Status::ok : Status::fail,
+                    "port 1 " + d.port_state + (d.link_layer.empty() ? "" : ", " + d.link_layer) +
+                        (d.port_state == "ACTIVE" ? "" : ": check the cable and `ip link set <netdev> up`")});
+    if (d.gid_index >= 0) {
+      rows.push_back({"RoCE v2 GID", d.name, Status::ok, "index " + std::to_string(d.gid_index) + " " + d.gid});
+    } else {
+      rows.push_back({"RoCE v2 GID", d.name, Status::fail, d.error.empty() ? "no IPv4 RoCE v2 GID" : d.error});
+    }
+    std::string nd = d.netdev.empty() ? "netdev ?" : d.netdev;
+    if (d.netdev_mtu == 0) {
+      rows.push_back({"MTU", d.name, Status::warn,
+                      nd + " MTU unknown, path MTU " + std::to_string(d.active_mtu) + " (expected " +
+                          std::to_string(expect_mtu) + ")"});
+    } else if (d.netdev_mtu < expect_mtu) {
+      rows.push_back({"MTU", d.name, Status::warn,
+                      nd + " MTU " + std::to_string(d.netdev_mtu) + ", path MTU " + std::to_string(d.active_mtu) +
+                          ": expected " + std::to_string(expect_mtu) + " (ip link set " +
+                          (d.netdev.empty() ? std::string("DEV") : d.netdev) + " mtu " +
+                          std::to_string(expect_mtu) + " on every node; a reboot can reset it)"});
+    } else {
+      rows.push_back({"MTU", d.name, Status::ok,
+                      nd + " MTU " + std::to_string(d.netdev_mtu) + ", path MTU " + std::to_string(d.active_mtu)});
+    }
+  }
+  if (!f.memlock) {
+    rows.push_back({"locked memory", "ulimit -l", Status::ok, "unlimited"});
+  } else if (*f.memlock < kMinMemlock) {
+    rows.push_back({"locked memory", "ulimit -l", Status::fail,
+                    mib(*f.memlock) + " (need >= " + mib(kMinMemlock) +
+                        "): `ulimit -l unlimited`, `* - memlock unlimited` in /etc/security/limits.conf, "
+                        "or LimitMEMLOCK=infinity in the systemd unit"});
+  } else {
+    rows.push_back({"locked memory", "ulimit -l", Status::ok, mib(*f.memlock)});
+  }
+  for (const std::string& p : f.env_problems) rows.push_back({"environment", "SPARK_*", Status::fail, p});
+  rows.push_back({"library", "PMIx", f.pmix.empty() ? Status::warn : Status::ok,
+                  f.pmix.empty() ? "not built in (apt-get install libpmix-dev and rebuild)" : f.pmix});
+  rows.push_back({"library", "hwloc", f.hwloc.empty() ? Status::warn : Status::ok,
+                  f.hwloc.empty() ? "unknown" : f.hwloc});
+  rows.push_back({"library", "rdma-core", f.rdma_core.empty() ? Status::warn : Status::ok,
+                  f.rdma_core.empty() ? "libibverbs not found" : f.rdma_core});
+  return rows;
+}
+
+std::string render(const std::vector<Row>& rows) {
+  std::size_t w0 = 5, w1 = 4, w2 = 6;
+  for (const Row& r : rows) {
+    w0 = std::max(w0, r.check.size());
+    w1 = std::max(w1, r.item.size());
+  }
+  auto pad = [](const std::string& s, std::size_t w) { return s + std::string(w > s.size() ? w - s.size() : 0, ' '); };
+  std::string out = pad("CHECK", w0) + "  " + pad("ITEM", w1) + "  " + pad("STATUS", w2) + "  DETAIL\n";
+  int fails = 0, warns = 0;
+  for (const Row& r : rows) {
+    out += pad(r.check, w0) + "  " + pad(r.item, w1) + "  " + pad(status_text(r.status), w2) + "  " + r.detail + "\n";
+    fails += r.status == Status::fail;
+    warns += r.status == Status::warn;
+  }
+  if (fails == 0 && warns == 0) {
+    out += "sparkrun doctor: all well\n";
+  } else {
+    out += "sparkrun doctor: " + std::to_string(fails) + " problem(s), " + std::to_string(warns) + " warning(s)\n";
+  }
+  return out;
+}
+
+int exit_code(const std::vector<Row>& rows) {
+  for (const Row& r : rows)
+    if (r.status == Status::fail || r.status == Status::warn) return 1;
+  return 0;
+}
+
+HostFacts gather(const std::string& sysfs) {
+  HostFacts f;
+  rlimit rl{};
+  if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) f.memlock = rl.rlim_cur;
+  {
+    unsigned v = hwloc_get_api_version();
+    f.hwloc = std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." + std::to_string(v & 0xff) +
+              " (API)";
+  }
+#ifdef SPARK_DOCTOR_HAVE_PMIX
+  f.pmix = PMIx_Get_version();
+#endif
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+  // rdma-core has no version call: the file name of the loaded libibverbs carries it
+  // (libibverbs.so.1.14.44.0 = rdma-core 44).
+  if (Dl_info info{}; dladdr(reinterpret_cast<void*>(&ibv_get_device_list), &info) != 0 && info.dli_fname) {
+    std::error_code ec;
+    std::string real = fs::canonical(info.dli_fname, ec).filename().string();
+    f.rdma_core = real.empty() ? info.dli_fname : real;
+    if (auto pos = real.rfind(".so.1."); pos != std::string::npos) {
+      std::string rest = real.substr(pos + 6);  // "14.44.0"
+      if (auto dot = rest.find('.'); dot != std::string::npos) {
+        std::string major = rest.substr(dot + 1, rest.find('.', dot + 1) - dot - 1);
+        f.rdma_core = "rdma-core " + major + " (" + real + ")";
+      }
+    }
+  }
+  std::optional<std::string> gid_override;
+  if (const char* g = std::getenv("SPARK_IB_GID_INDEX")) {
+    try {
+      verbs::parse_gid_index(g);
+      gid_override = g;
+    } catch (const std::exception& e) {
+      f.env_problems.push_back(e.what());
+    }
+  }
+  for (const char* var : {"SPARK_IB_HCA", "SPARK_LANES"}) {
+    if (const char* v = std::getenv(var)) {
+      try {
+        transport::parse_device_list(v, var);
+      } catch (const std::exception& e) {
+        f.env_problems.push_back(e.what());
+      }
+    }
+  }
+  int err = 0;
+  verbs::DeviceList list(&err);
+  if (list.size() == 0) f.no_device = verbs::no_device_message(err, "");
+  const std::string ib_root = sysfs + "/class/infiniband";
+  for (int i = 0; i < list.size(); ++i) {
+    DeviceFacts d;
+    d.name = ibv_get_device_name(list[i]);
+    try {
+      verbs::Context ctx = verbs::open_device(d.name);
+      ibv_port_attr attr{};
+      if (int rc = ibv_query_port(ctx.get(), 1, &attr); rc != 0) {
+        d.error = "ibv_query_port failed: " + std::string(std::strerror(rc));
+      } else {
+        d.port_state = ibv_port_state_str(attr.state);
+        // "PORT_ACTIVE" -> "ACTIVE"
+        if (d.port_state.rfind("PORT_", 0) == 0) d.port_state = d.port_state.substr(5);
+        d.link_layer = attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+        d.active_mtu = verbs::mtu_bytes(attr.active_mtu);
+      }
+    } catch (const std::exception& e) {
+      d.error = e.what();
+    }
+    try {
+      verbs::GidChoice g = verbs::select_gid(ib_root, d.name, 1, gid_override);
+      d.gid_index = g.index;
+      d.gid = verbs::gid_text(g.gid);
+      d.netdev = first_line(fs::path(ib_root) / d.name / "ports/1/gid_attrs/ndevs" / std::to_string(g.index));
+    } catch (const std::exception& e) {
+      if (d.error.empty()) d.error = e.what();
+    }
+    if (d.netdev.empty()) {
+      // Without a GID the netdev is still named by the device's "net" folder (mlx5) if any.
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(fs::path(ib_root) / d.name / "device/net", ec)) {
+        d.netdev = e.path().filename().string();
+        break;
+      }
+    }
+    if (!d.netdev.empty()) {
+      std::string m = first_line(fs::path(sysfs) / "class/net" / d.netdev / "mtu");
+      int v = 0;
+      auto [p, ec] = std::from_chars(m.data(), m.data() + m.size(), v);
+      if (ec == std::errc() && p == m.data() + m.size()) d.netdev_mtu = v;
+    }
+    f.devices.push_back(std::move(d));
+  }
+#else
+  f.verbs_built = false;
+  (void)sysfs;
+#endif
+  return f;
+}
+
+int doctor_main(int argc, char** argv) {
+  std::string sysfs = "/sys";
+  int expect_mtu = 9000;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(
+          "usage: sparkrun doctor [--expect-mtu N] [--sysfs DIR]\n"
+          "Read-only checks of this host: RDMA devices and link state, the RoCE v2 GID per device,\n"
+          "interface MTU (9000 expected on a Spark; 1500 is a warning), the locked-memory limit,\n"
+          "PMIx / hwloc / rdma-core versions, and SPARK_IB_HCA / SPARK_LANES / SPARK_IB_GID_INDEX.\n"
+          "Exit status 0 only when every check is ok.\n",
+          stdout);
+      return 0;
+    }
+    if ((a == "--expect-mtu" || a == "--sysfs") && i + 1 < argc) {
+      std::string v = argv[++i];
+      if (a == "--sysfs") {
+        sysfs = v;
+        continue;
+      }
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), expect_mtu);
+      if (v.empty() || ec != std::errc() || p != v.data() + v.size() || expect_mtu < 256 || expect_mtu > 65536) {
+        std::fprintf(stderr, "sparkrun doctor: --expect-mtu '%s' is not an MTU (256..65536)\n", v.c_str());
+        return 2;
+      }
+      continue;
+    }
+    std::fprintf(stderr, "sparkrun doctor: unknown argument '%s' (see sparkrun doctor --help)\n", a.c_str());
+    return 2;
+  }
+  auto rows = evaluate(gather(sysfs), expect_mtu);
+  std::fputs(render(rows).c_str(), stdout);
+  return exit_code(rows);
+}
+
+}  // namespace spark::launch::doctor

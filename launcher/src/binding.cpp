@@ -39,7 +39,16 @@ void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* er
     topo::PlanOptions options;
     options.local_ranks = static_cast<int>(node.ranks.size());
     if (!b.bind_to.empty()) options.bind_to = topo::parse_bind_to(b.bind_to);
-    if (!b.map_by.empty()) options.map_by = topo::parse_map_by(b.map_by);
+    // "--map-by node" spreads ranks over hosts (job plan); on each node they fill slots.
+    if (!b.map_by.empty() && b.map_by != "node") {
+      try {
+        options.map_by = topo::parse_map_by(b.map_by);
+      } catch (const topo::TopologyError&) {
+        throw UsageError("--map-by \"" + b.map_by +
+                         "\" is not one of: slot, core, l3 (cores on a node), node (ranks over "
+                         "hosts)");
+      }
+    }
     topo::hca_from_env(options, env);
 
     topo::LoadOptions load = topo::load_options_from_env(env);

@@ -59,11 +59,6 @@ JobPlan make_job_plan(const PlanInput& in) {
     node.local = !host_list || static_cast<int>(i) == local_seen;
     node.slots = hosts[i].slots;
     node.ranks = per_host[i];
-    if (!node.local) {
-      throw UsageError("remote hosts are not supported yet: '" + node.host +
-                       "' is not this machine (multi-host launch comes with the node daemon; "
-                       "use --host localhost:N for now)");
-    }
     const int node_index = static_cast<int>(plan.nodes.size());
     for (size_t l = 0; l < node.ranks.size(); ++l) {
       plan.ranks[static_cast<size_t>(node.ranks[l])] = {node.ranks[l], node_index,

@@ -91,6 +91,12 @@ int launch(const Options& o) {
     std::fprintf(stderr, "sparkrun: %s\n", note->c_str());
   }
   JobPlan plan = make_job_plan(in);
+  for (const auto& n : plan.nodes) {
+    if (!n.local) {
+      throw UsageError("remote hosts are not supported yet: '" + n.host +
+                       "' is not this machine (use --host localhost:N)");
+    }
+  }
 
   if (!o.bind_to.empty() || !o.map_by.empty() || o.report_bindings || !o.topology.empty()) {
     throw UsageError(

@@ -12,8 +12,8 @@ std::optional<std::string> apply_allocation(PlanInput& in, const std::optional<A
   const Allocation& a = *alloc;
   const int np = in.np.value_or(a.ntasks);
   if (np > a.ntasks && !in.oversubscribe) {
-    throw UsageError("-n " + std::to_string(np) + " is more than the " +
-                     std::to_string(a.ntasks) + " tasks of SLURM allocation " + a.job_id +
+    throw UsageError("-n " + std::to_string(np) + " is more than the " + std::to_string(a.ntasks) +
+                     " tasks of SLURM allocation " + a.job_id +
                      "; ask SLURM for more (salloc/sbatch -n " + std::to_string(np) +
                      ") or add --oversubscribe");
   }
@@ -29,13 +29,13 @@ std::optional<std::string> apply_allocation(PlanInput& in, const std::optional<A
     if (!here) remote += (remote.empty() ? "" : ",") + n.name;
   }
   if (!remote.empty()) {
-    throw UsageError(
-        "SLURM allocation " + a.job_id + " puts ranks on node(s) " + remote +
-        ", which are not this machine (" + hostname +
-        "); starting sparkrun's node daemons there with srun is not implemented yet. "
-        "Meanwhile run 'srun --mpi=pmix -n " + std::to_string(np) +
-        " ./app' (SLURM's own PMIx server), or run sparkrun on a one-node allocation "
-        "from within it (e.g. in an sbatch script)");
+    throw UsageError("SLURM allocation " + a.job_id + " puts ranks on node(s) " + remote +
+                     ", which are not this machine (" + hostname +
+                     "); starting sparkrun's node daemons there with srun is not implemented yet. "
+                     "Meanwhile run 'srun --mpi=pmix -n " +
+                     std::to_string(np) +
+                     " ./app' (SLURM's own PMIx server), or run sparkrun on a one-node allocation "
+                     "from within it (e.g. in an sbatch script)");
   }
 
   in.np = np;

@@ -389,7 +389,6 @@ TEST(LauncherJob, BadInputStartsNothing) {
       {{"--no-such-option"}, "--no-such-option"},
       {{"--hostfile", "/nonexistent/hostfile"}, "--hostfile /nonexistent/hostfile: cannot open"},
       {{"--host", "localhost:2", "-n", "3"}, "--oversubscribe"},
-      {{"--host", "spark-remote-host", "-n", "1"}, "remote hosts are not supported yet"},
       {{"-x", "SPARK_TEST_UNSET_VARIABLE"}, "SPARK_TEST_UNSET_VARIABLE is not set"},
       {{"--timeout", "soon"}, "--timeout"},
   };

@@ -49,17 +49,18 @@ TEST(JobPlan, SlotsAreEnforced) {
   EXPECT_EQ(p.nodes[0].ranks.size(), 3u);
 }
 
-TEST(JobPlan, RemoteHostsAreRefusedClearly) {
+TEST(JobPlan, RemoteHostsAreMarked) {
   PlanInput in = local(8);
-  in.np = 2;
-  in.hosts = {{"localhost", 1, true}, {"spark2", 1, true}};
-  try {
-    make_job_plan(in);
-    FAIL();
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("remote hosts are not supported yet"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("spark2"), std::string::npos);
-  }
+  in.np = 3;
+  in.hosts = {{"localhost", 2, true}, {"spark2", 1, true}};
+  JobPlan p = make_job_plan(in);
+  ASSERT_EQ(p.nodes.size(), 2u);
+  EXPECT_TRUE(p.nodes[0].local);
+  EXPECT_EQ(p.nodes[0].ranks, (std::vector<int>{0, 1}));
+  EXPECT_FALSE(p.nodes[1].local);
+  EXPECT_EQ(p.nodes[1].host, "spark2");
+  EXPECT_EQ(p.ranks[2].node, 1);
+  EXPECT_EQ(p.ranks[2].local_rank, 0);
 }
 
 TEST(JobPlan, ThisMachineTwiceIsRefused) {

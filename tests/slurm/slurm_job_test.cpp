@@ -174,4 +174,53 @@ TEST_F(SlurmJob, SrunPmixDeadRankEndsTheStepWithKillOnBadExit) {
   EXPECT_EQ(lines_with(r.err, "task 2: Exited with exit code 3").size(), 1u) << describe(r);
 }
 
+// --- direction 2: sparkrun inside an allocation -----------------------------------------
+
+class SparkrunInAllocation : public SlurmJob {
+ protected:
+  void SetUp() override {
+    SlurmJob::SetUp();
+    if (IsSkipped()) return;
+    if (std::string(SPARK_SPARKRUN).empty()) GTEST_SKIP() << "sparkrun is not built";
+  }
+};
+
+TEST_F(SparkrunInAllocation, SallocNpDefaultsToTheAllocationAndRanksRunLocally) {
+  // No -n, no --host: three ranks because the allocation has three tasks; they reach each
+  // other through sparkrun's own PMIx server (not SLURM's: no srun involved).
+  const Result r =
+      sh(std::string("salloc -Q -n 3 ") + SPARK_SPARKRUN + " --verbose " + SPARK_PMIX_PROBE);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(lines_with(r.out, "rank " + std::to_string(rank) + " of 3: ok sum 6").size(), 1u)
+        << describe(r);
+  }
+  EXPECT_EQ(lines_with(r.err, "sparkrun: SLURM allocation ").size(), 1u) << describe(r);
+  EXPECT_EQ(lines_with(r.err, "3 ranks on " + short_hostname() + ":3").size(), 1u) << describe(r);
+}
+
+TEST_F(SparkrunInAllocation, SallocTwoTasksGiveTwoRanks) {
+  const Result r = sh(std::string("salloc -Q -n 2 ") + SPARK_SPARKRUN + " " + SPARK_PMIX_PROBE);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(lines_with(r.out, " of 2: ok sum 3").size(), 2u) << describe(r);
+}
+
+TEST_F(SparkrunInAllocation, NpAboveTheAllocationIsRefusedBeforeAnythingStarts) {
+  const Result r =
+      sh(std::string("salloc -Q -n 2 ") + SPARK_SPARKRUN + " -n 3 " + SPARK_PMIX_PROBE);
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_EQ(lines_with(r.err, "-n 3 is more than the 2 tasks of SLURM allocation").size(), 1u)
+      << describe(r);
+  EXPECT_EQ(r.out, "") << "nothing may start: " << describe(r);
+}
+
+TEST_F(SparkrunInAllocation, SbatchScriptRunsSparkrunOnTheBatchNode) {
+  std::ofstream(dir_ / "job.sh") << "#!/bin/sh\n#SBATCH --ntasks=3\n"
+                                 << SPARK_SPARKRUN << " --tag-output " << SPARK_PMIX_PROBE << "\n";
+  const Result r = sh("sbatch --wait -Q --output=job.out job.sh");
+  const std::string out = slurp(dir_ / "job.out");
+  ASSERT_EQ(r.status, 0) << describe(r) << "--- job.out:\n" << out;
+  EXPECT_EQ(lines_with(out, " of 3: ok sum 6").size(), 3u) << out;
+}
+
 }  // namespace

@@ -206,14 +206,14 @@ TEST_P(Collectives, EveryCollectiveDtypeOpAndSize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values("tcp", "shm")),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::ValuesIn(test_transports())),
                          [](const auto& info) {
                            return std::get<1>(info.param) + "_" + std::to_string(std::get<0>(info.param)) + "ranks";
                          });
 
 // The fold order is fixed (rank 0, 1, 2, 3): values chosen so that any other order differs.
 TEST(Determinism, FixedRankOrderForF32AndBf16) {
-  for (const char* transport : {"tcp", "shm"}) {
+  for (const std::string& transport : test_transports()) {
     RankSpec spec;
     spec.size = 4;
     spec.transport = transport;

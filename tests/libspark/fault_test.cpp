@@ -116,7 +116,10 @@ TEST_P(Fault, StoppedPeerTimesOutWithRecord) {
       RANK_CHECK(r.waited_ms >= 300 && r.waited_ms <= 360, "waited_ms %u", r.waited_ms);
       RANK_CHECK(elapsed >= 300 && elapsed < 2000, "elapsed %ld", elapsed);
       const std::string lane = r.lane;
-      RANK_CHECK(transport == "shm" ? lane == "shm" : lane.rfind("tcp:", 0) == 0, "lane %s", r.lane);
+      RANK_CHECK(transport == "shm"   ? lane == "shm"
+                 : transport == "tcp" ? lane.rfind("tcp:", 0) == 0
+                                      : !lane.empty(),  // roce: the RDMA device name
+                 "lane %s", r.lane);
       RANK_CHECK(r.time_unix_ns > 0, "no wall time");
       return errors;
     });
@@ -212,7 +215,7 @@ TEST_P(Fault, DifferentCollectivesOrRootsAreNamed) {
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Fault, ::testing::Values("tcp", "shm"),
+INSTANTIATE_TEST_SUITE_P(Transports, Fault, ::testing::ValuesIn(test_transports()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

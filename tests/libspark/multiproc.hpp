@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -27,6 +28,14 @@
 #include "spark/error.hpp"
 
 namespace spark::test {
+
+/// Transports to test: tcp and shm here; "roce" too when SPARK_TEST_ROCE is set (inside the
+/// Soft-RoCE VM of tests/rdma, where an RDMA device exists).
+inline std::vector<std::string> test_transports() {
+  std::vector<std::string> t = {"tcp", "shm"};
+  if (std::getenv("SPARK_TEST_ROCE") != nullptr) t.emplace_back("roce");
+  return t;
+}
 
 /// A free TCP port on loopback (bound and released; the tiny race is acceptable in tests).
 inline int free_port() {

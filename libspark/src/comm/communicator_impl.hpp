@@ -77,6 +77,14 @@ class CommunicatorImpl {
   void check_health() const;
   void set_timeout_ms(std::uint32_t ms);
   std::uint32_t timeout_ms() const noexcept { return timeout_ms_.load(std::memory_order_relaxed); }
+  /// Marks the communicator FAILED with a record made elsewhere (e.g. a GPU kernel's wait or
+  /// the device proxy) and applies the report policy. The first record wins; no-op after.
+  void fail_external(const FailureRecord& record) noexcept;
+  /// Extra places that set_timeout_ms also writes (e.g. a word in pinned memory that device
+  /// waits read, so captured graphs see the new timeout). The pointer must stay valid until
+  /// removed; writes are relaxed 32-bit stores.
+  void add_timeout_mirror(std::uint32_t* word);
+  void remove_timeout_mirror(std::uint32_t* word);
   /// Whether failures are reported via Bootstrap::abort (see CommOptions::report_failures).
   void set_report_failures(bool on) noexcept { options_.report_failures = on; }
 
@@ -140,6 +148,8 @@ class CommunicatorImpl {
   std::size_t one_shot_max_ = 64 * 1024;
 
   std::atomic<std::uint32_t> timeout_ms_;
+  mutable std::mutex mirrors_mu_;
+  std::vector<std::uint32_t*> timeout_mirrors_;
   std::atomic<bool> failed_{false};
   mutable std::mutex failure_mu_;
   FailureRecord record_{};

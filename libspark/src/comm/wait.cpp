@@ -3,6 +3,7 @@
 // and step: that is where a FailureRecord is made.
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 #include <thread>
 
 #include "coll/call_desc.hpp"
@@ -118,6 +119,32 @@ void CommunicatorImpl::check_health() const {
 void CommunicatorImpl::set_timeout_ms(std::uint32_t ms) {
   if (ms == 0) throw InvalidUsage("set_timeout_ms(0): the timeout must be at least 1 ms");
   timeout_ms_.store(ms, std::memory_order_relaxed);
+  std::lock_guard lock(mirrors_mu_);
+  for (std::uint32_t* w : timeout_mirrors_) std::atomic_ref<std::uint32_t>(*w).store(ms, std::memory_order_relaxed);
+}
+
+void CommunicatorImpl::add_timeout_mirror(std::uint32_t* word) {
+  std::lock_guard lock(mirrors_mu_);
+  std::atomic_ref<std::uint32_t>(*word).store(timeout_ms_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  timeout_mirrors_.push_back(word);
+}
+
+void CommunicatorImpl::remove_timeout_mirror(std::uint32_t* word) {
+  std::lock_guard lock(mirrors_mu_);
+  std::erase(timeout_mirrors_, word);
+}
+
+void CommunicatorImpl::fail_external(const FailureRecord& record) noexcept {
+  std::lock_guard lock(failure_mu_);
+  if (failed_.load(std::memory_order_acquire)) return;
+  record_ = record;
+  failed_.store(true, std::memory_order_release);
+  if (options_.report_failures) {
+    try {
+      boot_->abort(1, to_string(record_));
+    } catch (...) {  // formatting failed (out of memory): the record stays readable
+    }
+  }
 }
 
 void CommunicatorImpl::begin(const char* name, transport::CallDesc call, bool barrier) {

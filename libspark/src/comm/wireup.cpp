@@ -7,6 +7,9 @@
 #include "spark/error.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_transport.hpp"
+#ifdef SPARK_HAVE_VERBS
+#include "transport/verbs/verbs_wireup.hpp"
+#endif
 
 namespace spark {
 
@@ -25,9 +28,12 @@ void CommunicatorImpl::wire_up() {
   by_peer_.assign(static_cast<std::size_t>(size_), nullptr);
   p2p_send_seq_.assign(static_cast<std::size_t>(size_), 0);
   p2p_recv_seq_.assign(static_cast<std::size_t>(size_), 0);
+#ifndef SPARK_HAVE_VERBS
   if (options_.transport == config::Transport::roce)
     throw ConfigError(
-        "SPARK_TRANSPORT=roce: this libspark has no RoCE transport yet; use SPARK_TRANSPORT=auto, tcp or shm");
+        "SPARK_TRANSPORT=roce: this libspark was built without ibverbs (install libibverbs-dev and "
+        "rebuild); use SPARK_TRANSPORT=auto, tcp or shm");
+#endif
   if (size_ == 1) return;
 
   const std::chrono::milliseconds join(options_.join_timeout_ms);
@@ -37,7 +43,7 @@ void CommunicatorImpl::wire_up() {
   std::vector<std::string> nodes(static_cast<std::size_t>(size_));
   for (int r = 0; r < size_; ++r) nodes[static_cast<std::size_t>(r)] = get_string(*boot_, r, "spark.node");
 
-  std::vector<int> shm_peers, tcp_peers;
+  std::vector<int> shm_peers, tcp_peers, roce_peers;
   std::vector<bool> same_node(static_cast<std::size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
@@ -54,6 +60,9 @@ void CommunicatorImpl::wire_up() {
         break;
       case config::Transport::tcp:
         tcp_peers.push_back(r);
+        break;
+      case config::Transport::roce:
+        roce_peers.push_back(r);
         break;
       default:
         (same ? shm_peers : tcp_peers).push_back(r);
@@ -84,10 +93,26 @@ void CommunicatorImpl::wire_up() {
     boot_->put("spark.tcp", bootstrap::as_bytes(tcp->endpoint()));
     transports_.push_back(std::move(t));
   }
+#ifdef SPARK_HAVE_VERBS
+  transport::VerbsTransport* roce = nullptr;
+  if (!roce_peers.empty()) {
+    auto t = transport::start_roce(*boot_, rank_, size_, roce_peers, options_.timeout_ms, options_.slots,
+                                   options_.tcp_slot_bytes);  // puts "spark.roce"
+    roce = t.get();
+    transports_.push_back(std::move(t));
+  }
+#endif
   boot_->commit();
   boot_->fence(join);
 
   piece_ = SIZE_MAX;
+#ifdef SPARK_HAVE_VERBS
+  if (roce != nullptr) {
+    transport::finish_roce(*boot_, *roce, roce_peers);
+    for (int r : roce_peers) by_peer_[static_cast<std::size_t>(r)] = roce;
+    piece_ = std::min(piece_, roce->slot_bytes());
+  }
+#endif
   if (shm != nullptr) {
     for (int r : shm_peers) {
       shm->attach(r, get_string(*boot_, r, "spark.shm"));

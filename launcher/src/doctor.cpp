@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -141,8 +142,14 @@ HostFacts gather(const std::string& sysfs) {
   if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) f.memlock = rl.rlim_cur;
   {
     unsigned v = hwloc_get_api_version();
-    f.hwloc = std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." + std::to_string(v & 0xff) +
-              " (API)";
+    f.hwloc = "API " + std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." +
+              std::to_string(v & 0xff);
+    // The release is not queryable at run time; the library file names its soname version.
+    if (Dl_info info{}; dladdr(reinterpret_cast<void*>(&hwloc_get_api_version), &info) != 0 && info.dli_fname) {
+      std::error_code ec;
+      std::string real = fs::canonical(info.dli_fname, ec).filename().string();
+      if (!real.empty()) f.hwloc += " (" + real + ")";
+    }
   }
 #ifdef SPARK_DOCTOR_HAVE_PMIX
   f.pmix = PMIx_Get_version();
@@ -162,6 +169,13 @@ HostFacts gather(const std::string& sysfs) {
       }
     }
   }
+#ifdef SPARK_DOCTOR_IBVERBS_BUILD_VERSION
+  if (f.rdma_core.find("rdma-core") == std::string::npos) {
+    // A copied library (no version in its name): say what sparkrun was built against.
+    f.rdma_core += std::string(f.rdma_core.empty() ? "" : ", ") + "built against libibverbs " +
+                   SPARK_DOCTOR_IBVERBS_BUILD_VERSION;
+  }
+#endif
   std::optional<std::string> gid_override;
   if (const char* g = std::getenv("SPARK_IB_GID_INDEX")) {
     try {
@@ -193,9 +207,8 @@ HostFacts gather(const std::string& sysfs) {
       if (int rc = ibv_query_port(ctx.get(), 1, &attr); rc != 0) {
         d.error = "ibv_query_port failed: " + std::string(std::strerror(rc));
       } else {
-        d.port_state = ibv_port_state_str(attr.state);
-        // "PORT_ACTIVE" -> "ACTIVE"
-        if (d.port_state.rfind("PORT_", 0) == 0) d.port_state = d.port_state.substr(5);
+        d.port_state = attr.state == IBV_PORT_ACTIVE ? "ACTIVE" : ibv_port_state_str(attr.state);
+        for (char& c : d.port_state) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
         d.link_layer = attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
         d.active_mtu = verbs::mtu_bytes(attr.active_mtu);
       }

@@ -8,6 +8,9 @@
 //
 //   spark_verbs_transport_test [--ranks N] [--devices rxe0,rxe1] [--msgs M] [--slots K]
 //                              [--slot-bytes B] [--timeout-ms T] [--stop-rank R --at-seq S]
+//                              [--rank-devices R=LIST] [--expect-connect-fail TEXT]
+// --rank-devices gives rank R other lanes (e.g. a device whose netdev has another MTU);
+// --expect-connect-fail: every rank must fail wire-up with TEXT (MTU mismatch test).
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -18,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,6 +46,8 @@ struct Options {
   std::uint32_t timeout_ms = 3000;
   int stop_rank = -1;
   int at_seq = 10;
+  std::map<int, std::string> rank_devices;  ///< --rank-devices R=LIST: rank R uses other lanes
+  std::string expect_connect_fail;          ///< every rank must fail wire-up with this text
 };
 
 std::uint8_t byte_of(int from, int to, std::uint64_t seq, std::size_t k) {
@@ -57,7 +63,8 @@ std::string run_rank(const Options& o, int me, int ctl) {
   for (int r = 0; r < o.ranks; ++r)
     if (r != me) peers.push_back(r);
   VerbsOptions vo;
-  vo.devices = parse_device_list(o.devices, "--devices");
+  auto own = o.rank_devices.find(me);
+  vo.devices = parse_device_list(own != o.rank_devices.end() ? own->second : o.devices, "--devices");
   vo.slots = o.slots;
   vo.slot_bytes = o.slot_bytes;
   vo.timeout_ms = o.timeout_ms;
@@ -188,6 +195,13 @@ int main(int argc, char** argv) {
     else if (a == "--timeout-ms") o.timeout_ms = static_cast<std::uint32_t>(parse_int(v));
     else if (a == "--stop-rank") o.stop_rank = parse_int(v);
     else if (a == "--at-seq") o.at_seq = parse_int(v);
+    else if (a == "--expect-connect-fail") o.expect_connect_fail = v;
+    else if (a == "--rank-devices") {
+      std::string sv = v;
+      auto eq = sv.find('=');
+      if (eq == std::string::npos) { std::fprintf(stderr, "--rank-devices wants R=LIST\n"); return 2; }
+      o.rank_devices[parse_int(sv.substr(0, eq).c_str())] = sv.substr(eq + 1);
+    }
     else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
   if (o.ranks < 2 || o.ranks > 16) return 2;
@@ -234,6 +248,16 @@ int main(int argc, char** argv) {
   }
   for (int r = 0; r < o.ranks; ++r)
     for (const auto& e : eps) send_frame(ctl[static_cast<std::size_t>(r)], e);
+  if (!o.expect_connect_fail.empty()) {
+    // Every rank must refuse the connection with the expected text (e.g. an MTU mismatch).
+    bool all = true;
+    for (int r = 0; r < o.ranks; ++r) {
+      bool got = recv_frame(ctl[static_cast<std::size_t>(r)], &msg);
+      std::printf("transport: rank %d: %s\n", r, got ? msg.c_str() : "(nothing)");
+      all = all && got && msg.rfind("FAIL ", 0) == 0 && msg.find(o.expect_connect_fail) != std::string::npos;
+    }
+    return finish(all, " (expected connect failure)");
+  }
   for (int r = 0; r < o.ranks; ++r) {
     if (!recv_frame(ctl[static_cast<std::size_t>(r)], &msg) || msg != "ready") {
       std::printf("transport: rank %d: %s\n", r, msg.c_str());

@@ -6,7 +6,8 @@
 #   vm_run.sh [--cache DIR] [--work DIR] [--timeout S] [--lanes N] [--bin FILE]... SCRIPT
 #
 # SCRIPT is a /bin/sh script run inside the VM as /test.sh with every --bin FILE in /bin.
-# Devices inside: dummy netdev dN (10.50.N.1/24) with rxe device rxeN, N = 0..lanes-1.
+# Devices inside: dummy netdev dN (10.50.N.1/24, MTU --mtu, default 9000 as on a Spark) with
+# rxe device rxeN, N = 0..lanes-1.
 # Exit code: the script's exit code as printed by the VM's verdict marker; 3 when the VM
 # printed no verdict (crash, timeout); 4 for a harness error (download, build).
 set -euo pipefail
@@ -15,6 +16,7 @@ cache=${SPARK_VM_CACHE:-/var/cache/sparkrun/vm}
 work=""
 timeout_s=170
 lanes=1
+mtu=9000
 bins=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -22,6 +24,7 @@ while [[ $# -gt 0 ]]; do
     --work) work=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --lanes) lanes=$2; shift 2 ;;
+    --mtu) mtu=$2; shift 2 ;;
     --bin) bins+=("$2"); shift 2 ;;
     -*) echo "vm_run: unknown option $1" >&2; exit 4 ;;
     *) break ;;
@@ -31,6 +34,7 @@ done
 script=$1
 [[ -r "$script" ]] || { echo "vm_run: cannot read $script" >&2; exit 4; }
 [[ "$lanes" =~ ^[1-4]$ ]] || { echo "vm_run: --lanes must be 1..4" >&2; exit 4; }
+[[ "$mtu" =~ ^[0-9]+$ ]] || { echo "vm_run: --mtu must be a number" >&2; exit 4; }
 
 die() { echo "vm_run: $*" >&2; exit 4; }
 for tool in qemu-system-x86_64 busybox cpio gzip depmod modprobe dpkg-deb apt-get apt-cache flock; do
@@ -137,6 +141,7 @@ done
 i=0
 while [ \$i -lt $lanes ]; do
   /usr/sbin/ip link add d\$i type dummy
+  /usr/sbin/ip link set d\$i mtu $mtu
   /usr/sbin/ip addr add 10.50.\$i.1/24 dev d\$i
   /usr/sbin/ip link set d\$i up
   /usr/sbin/rdma link add rxe\$i type rxe netdev d\$i

@@ -43,11 +43,25 @@ JobPlan make_job_plan(const PlanInput& in) {
     }
   }
 
-  // Fill slots in host order; past the slots (oversubscribe / no host list) go round-robin.
+  // Fill slots in host order (by slot) or one rank per host in turn (by node); past the
+  // slots (oversubscribe / no host list) go round-robin.
   std::vector<std::vector<int>> per_host(hosts.size());
   int rank = 0;
+  if (in.map_by_node) {
+    for (bool placed = true; placed && rank < np;) {
+      placed = false;
+      for (size_t i = 0; i < hosts.size() && rank < np; ++i) {
+        if (static_cast<int>(per_host[i].size()) < hosts[i].slots) {
+          per_host[i].push_back(rank++);
+          placed = true;
+        }
+      }
+    }
+  }
   for (size_t i = 0; i < hosts.size() && rank < np; ++i) {
-    for (int s = 0; s < hosts[i].slots && rank < np; ++s) per_host[i].push_back(rank++);
+    for (int s = static_cast<int>(per_host[i].size()); s < hosts[i].slots && rank < np; ++s) {
+      per_host[i].push_back(rank++);
+    }
   }
   for (size_t i = 0; rank < np; i = (i + 1) % hosts.size()) per_host[i].push_back(rank++);
 

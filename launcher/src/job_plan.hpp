@@ -36,6 +36,7 @@ struct PlanInput {
   std::optional<int> np;
   std::vector<HostSlots> hosts;  // empty: this machine only
   bool oversubscribe = false;
+  bool map_by_node = false;      // --map-by node: one rank per host in turn (default: fill slots)
   int local_cpus = 1;            // cpus sparkrun may use here
   std::string local_name;        // this machine's name when no host list is given
   std::function<bool(const std::string&)> is_local;  // host name -> this machine?

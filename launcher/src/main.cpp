@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon.hpp"
 #include "exit_rules.hpp"
 #include "hostfile.hpp"
 #include "job_plan.hpp"
@@ -23,6 +24,7 @@
 #include "options.hpp"
 #include "print_config.hpp"
 #include "rank_env.hpp"
+#include "remote_launch.hpp"
 #include "slurm_plan.hpp"
 #include "spawn.hpp"
 #include "subcommands.hpp"
@@ -83,6 +85,7 @@ int launch(const Options& o) {
   in.np = o.np;
   in.hosts = hosts;
   in.oversubscribe = o.oversubscribe;
+  in.map_by_node = o.map_by == "node";  // multi-host mapping; other --map-by values: topology
   in.local_cpus = cpus_available();
   in.local_name = hostname;
   in.is_local = [&hostname](const std::string& h) { return is_this_machine(h, hostname); };
@@ -91,16 +94,32 @@ int launch(const Options& o) {
     std::fprintf(stderr, "sparkrun: %s\n", note->c_str());
   }
   JobPlan plan = make_job_plan(in);
-  for (const auto& n : plan.nodes) {
-    if (!n.local) {
-      throw UsageError("remote hosts are not supported yet: '" + n.host +
-                       "' is not this machine (use --host localhost:N)");
-    }
-  }
 
-  if (!o.bind_to.empty() || !o.map_by.empty() || o.report_bindings || !o.topology.empty()) {
+  if (!o.bind_to.empty() || (!o.map_by.empty() && o.map_by != "node") || o.report_bindings ||
+      !o.topology.empty()) {
     throw UsageError(
         "--bind-to/--map-by/--report-bindings/--topology are not available in this build yet");
+  }
+
+  // A host that is not this machine: node daemons on every host (docs/multihost.md).
+  bool remote = false;
+  for (const auto& n : plan.nodes) remote = remote || !n.local;
+  if (remote) {
+    MultiHostSpec m;
+    const auto env = current_environment();
+    for (const auto& x : o.exports) m.exports.push_back(resolve_export(x, env));
+    for (const auto& note : plan.notes) std::fprintf(stderr, "sparkrun: note: %s\n", note.c_str());
+    m.job_id = make_job_id();
+    m.plan = std::move(plan);
+    m.argv = o.command;
+    m.format = {o.tag_output, o.timestamp_output};
+    m.output_dir = o.output_dir;
+    m.timeout_s = o.timeout_s;
+    m.kill_grace_s = o.kill_grace_s;
+    m.verbose = o.verbose;
+    m.launch_agent = o.launch_agent;
+    m.control_net = o.control_net;
+    return run_multihost(m);
   }
 
   NodeRunSpec spec;
@@ -148,6 +167,8 @@ int sparkrun_main(int argc, char** argv) {
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&set, s);
   ::sigprocmask(SIG_BLOCK, &set, nullptr);
   ::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the launcher (ranks reset it)
+  // Node daemon mode (hidden; started by a multi-host launcher through its launch agent).
+  if (argc >= 2 && std::strcmp(argv[1], "--daemon") == 0) return daemon_main(argc, argv);
 
   if (argc >= 2) {
     for (const auto& sub : subcommands()) {

@@ -13,10 +13,11 @@ namespace {
 
 // Options that take a value as the next argument (needed to find where the program starts
 // when rewriting mpirun's single-dash "-np").
-constexpr std::array<std::string_view, 14> kValueOptions = {
+constexpr std::array<std::string_view, 16> kValueOptions = {
     "-n",         "-np",       "--np",         "-H",        "--host",
     "--hostfile", "--machinefile", "-x",       "--output-dir", "--timeout",
-    "--kill-grace", "--bind-to", "--map-by",   "--topology"};
+    "--kill-grace", "--bind-to", "--map-by",   "--topology",
+    "--launch-agent", "--control-net"};
 
 bool takes_value(std::string_view arg) {
   for (auto o : kValueOptions) {
@@ -89,6 +90,13 @@ struct Cli {
     app.add_flag("--oversubscribe", o.oversubscribe,
                  "Allow more ranks than the slots given by --host/--hostfile");
     app.add_flag("-v,--verbose", o.verbose, "Print launch steps and timings on stderr");
+    // Multi-host (docs/multihost.md).
+    app.add_option("--launch-agent", o.launch_agent,
+                   "Command that starts sparkrun on a remote host; {host} is replaced by the "
+                   "host name (default: 'ssh -o BatchMode=yes {host}')");
+    app.add_option("--control-net", o.control_net,
+                   "Interface or IPv4 CIDR for the launcher-daemon control plane (default: the "
+                   "route to each host)");
     // Binding: the plan is made by the topology part (spark::topo).
     app.add_option("--bind-to", o.bind_to, "Bind each rank: core|l3|none (topology part)");
     app.add_option("--map-by", o.map_by, "Place ranks: core|l3|nic (topology part)");

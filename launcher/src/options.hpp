@@ -20,6 +20,8 @@ struct Options {
   double kill_grace_s = 2.0;             // --kill-grace SECONDS between SIGTERM and SIGKILL
   bool oversubscribe = false;            // allow more ranks than slots
   bool verbose = false;                  // --verbose: launch timings on stderr
+  std::string launch_agent;              // --launch-agent CMD ({host}); empty: ssh (multi-host)
+  std::string control_net;               // --control-net IFACE|CIDR (multi-host control plane)
 
   // Binding (filled in by the topology part; the launcher passes them on untouched).
   std::string bind_to;                   // --bind-to

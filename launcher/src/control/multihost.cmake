@@ -8,6 +8,8 @@ if(NOT TARGET spark_control)
     ${CMAKE_CURRENT_LIST_DIR}/messages.cpp
     ${CMAKE_CURRENT_LIST_DIR}/server.cpp
     ${CMAKE_CURRENT_LIST_DIR}/client.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/../remote_agent.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/../remote_address.cpp
   )
   target_include_directories(spark_control PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
   target_link_libraries(spark_control PUBLIC spark_launch Boost::headers OpenSSL::Crypto Threads::Threads
@@ -18,8 +20,6 @@ if(TARGET sparkrun AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../remote_launch.cpp)
   target_sources(sparkrun PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/../daemon.cpp
     ${CMAKE_CURRENT_LIST_DIR}/../remote_launch.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/../remote_agent.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/../remote_address.cpp
   )
   target_link_libraries(sparkrun PRIVATE spark_control)
 endif()

@@ -1,0 +1,318 @@
+#include "daemon.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "control/client.hpp"
+#include "control/messages.hpp"
+#include "exit_rules.hpp"
+#include "node_runner.hpp"
+#include "spawn.hpp"
+#include "strict_parse.hpp"
+
+extern char** environ;
+
+namespace spark::launch {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+namespace ctl = control;
+
+struct DaemonArgs {
+  std::string address;
+  std::uint16_t port = 0;
+  std::uint32_t node = 0;
+  std::string job;
+  std::string host;
+};
+
+void say(const std::string& line) {
+  const std::string s = "sparkrun: " + line + "\n";
+  ssize_t n = ::write(STDERR_FILENO, s.data(), s.size());
+  (void)n;
+}
+
+DaemonArgs parse_args(int argc, char** argv) {
+  DaemonArgs a;
+  bool have_connect = false, have_node = false;
+  for (int i = 2; i < argc; i += 2) {
+    const std::string key = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument(key + " needs a value");
+    const std::string value = argv[i + 1];
+    if (key == "--connect") {
+      const size_t colon = value.rfind(':');
+      if (colon == std::string::npos) throw std::invalid_argument("--connect wants ADDR:PORT");
+      a.address = value.substr(0, colon);
+      a.port = static_cast<std::uint16_t>(parse_int(value.substr(colon + 1), 1, 65535, "--connect port"));
+      have_connect = true;
+    } else if (key == "--node") {
+      a.node = static_cast<std::uint32_t>(parse_int(value, 0, 1 << 20, "--node"));
+      have_node = true;
+    } else if (key == "--job") {
+      a.job = value;
+    } else if (key == "--host") {
+      a.host = value;
+    } else {
+      throw std::invalid_argument("unknown daemon option " + key);
+    }
+  }
+  if (!have_connect || !have_node || a.job.empty()) {
+    throw std::invalid_argument("--connect, --node and --job are required (daemon mode is started by sparkrun itself)");
+  }
+  return a;
+}
+
+// The secret arrives as one line of hex on stdin; stdin is /dev/null afterwards (the
+// ranks never see the pipe).
+ctl::Secret read_secret() {
+  std::string line;
+  char c;
+  while (line.size() <= 2 * ctl::kSecretSize) {
+    ssize_t n = ::read(STDIN_FILENO, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || c == '\n') break;
+    line.push_back(c);
+  }
+  int null_fd = ::open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) {
+    ::dup2(null_fd, STDIN_FILENO);
+    if (null_fd != STDIN_FILENO) ::close(null_fd);
+  }
+  return ctl::secret_from_hex(line);
+}
+
+// State shared by the main thread (node runner), the link thread and PMIx's thread.
+class Link {
+ public:
+  Link(ctl::ControlClient& client, std::string host, std::chrono::milliseconds heartbeat,
+       std::chrono::milliseconds timeout)
+      : client_(client), host_(std::move(host)), heartbeat_(heartbeat), timeout_(timeout) {}
+
+  void send(ctl::MsgType type, const std::string& payload) {
+    try {
+      client_.send(type, payload);
+    } catch (const ctl::LinkError&) {
+      // The link thread notices the loss too and acts on it.
+    }
+  }
+
+  void fence(std::string data, std::function<void(std::string)> complete) {
+    std::uint64_t seq;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      seq = next_seq_++;
+      fences_[seq] = std::move(complete);
+    }
+    send(ctl::MsgType::kFenceUp, ctl::encode(ctl::Fence{seq, std::move(data)}));
+  }
+
+  void attach(std::function<void(bool)> stop) {
+    std::lock_guard<std::mutex> lock(m_);
+    stop_ = std::move(stop);
+    if (stop_ && pending_stop_) stop_(*pending_stop_);
+  }
+
+  void stop(bool now) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (stop_) {
+      stop_(now);
+    } else {
+      pending_stop_ = pending_stop_.value_or(false) || now;
+    }
+  }
+
+  // The link thread: heartbeats out, orders in.
+  void run() {
+    auto last_rx = Clock::now();
+    for (;;) {
+      std::optional<ctl::Frame> f;
+      try {
+        f = client_.receive(heartbeat_);
+      } catch (const ctl::LinkError& e) {
+        return lost(e.what());
+      }
+      if (finished()) return;
+      if (!f) {
+        if (Clock::now() - last_rx > timeout_) {
+          return lost("no message from the launcher for " + std::to_string(timeout_.count()) + " ms");
+        }
+        send(ctl::MsgType::kHeartbeat, {});
+        continue;
+      }
+      last_rx = Clock::now();
+      try {
+        switch (f->type) {
+          case ctl::MsgType::kHeartbeat:
+            break;
+          case ctl::MsgType::kAbort:
+            stop(ctl::decode_abort(f->payload).now);
+            break;
+          case ctl::MsgType::kFenceDown: {
+            ctl::Fence fe = ctl::decode_fence(f->payload);
+            std::function<void(std::string)> complete;
+            {
+              std::lock_guard<std::mutex> lock(m_);
+              auto it = fences_.find(fe.seq);
+              if (it == fences_.end()) throw ctl::ProtocolError("fence-down for unknown fence " + std::to_string(fe.seq));
+              complete = std::move(it->second);
+              fences_.erase(it);
+            }
+            if (complete) complete(std::move(fe.data));
+            break;
+          }
+          default:
+            throw ctl::ProtocolError("unexpected " + ctl::type_name(static_cast<std::uint8_t>(f->type)));
+        }
+      } catch (const ctl::ProtocolError& e) {
+        return lost(std::string("bad message from the launcher: ") + e.what());
+      }
+    }
+  }
+
+  void finish() {
+    std::lock_guard<std::mutex> lock(m_);
+    finished_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  bool finished() {
+    std::lock_guard<std::mutex> lock(m_);
+    return finished_;
+  }
+
+  // The launcher is gone (killed, host unreachable): nobody will collect our ranks'
+  // results, so they die now, and so do we, within a second.
+  void lost(const std::string& why) {
+    if (finished()) return;
+    say("host " + host_ + ": control link to the launcher lost (" + why + "); killing local ranks");
+    stop(true);
+    std::unique_lock<std::mutex> lock(m_);
+    if (!cv_.wait_for(lock, 800ms, [&] { return finished_; })) {
+      // The node runner did not wind down in time: leave at once. Our orphan watcher
+      // SIGKILLs every rank's process group when we exit without disarming it.
+      std::_Exit(1);
+    }
+  }
+
+  ctl::ControlClient& client_;
+  std::string host_;
+  std::chrono::milliseconds heartbeat_, timeout_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::function<void(bool)> stop_;
+  std::optional<bool> pending_stop_;
+  std::map<std::uint64_t, std::function<void(std::string)>> fences_;
+  std::uint64_t next_seq_ = 0;
+  bool finished_ = false;
+};
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+}  // namespace
+
+int daemon_main(int argc, char** argv) {
+  DaemonArgs args;
+  ctl::Secret secret{};
+  try {
+    args = parse_args(argc, argv);
+    secret = read_secret();
+  } catch (const std::exception& e) {
+    say(std::string("--daemon: ") + e.what());
+    return kExitUsage;
+  }
+  if (args.host.empty()) args.host = "node " + std::to_string(args.node);
+
+  std::unique_ptr<ctl::ControlClient> client;
+  ctl::PlanMsg plan;
+  try {
+    client = std::make_unique<ctl::ControlClient>(args.address, args.port, 15s);
+    client->handshake(secret, args.job, args.node, 15s);
+    auto f = client->receive(60s);
+    if (!f) throw ctl::LinkError("no plan from the launcher within 60 s");
+    if (f->type != ctl::MsgType::kPlan) {
+      throw ctl::LinkError("expected the plan, got " + ctl::type_name(static_cast<std::uint8_t>(f->type)));
+    }
+    plan = ctl::decode_plan(f->payload);
+    if (plan.job_id != args.job || plan.node != args.node) throw ctl::LinkError("the plan is for another job or node");
+  } catch (const std::exception& e) {
+    say("host " + args.host + ": node daemon: " + e.what());
+    return 1;
+  }
+  std::fill(secret.begin(), secret.end(), 0);
+
+  const NodePlan& node = plan.plan.nodes[plan.node];
+  Link link(*client, node.host, std::chrono::milliseconds(plan.heartbeat_ms),
+            std::chrono::milliseconds(plan.link_timeout_ms));
+
+  NodeRunSpec spec;
+  spec.job_id = plan.job_id;
+  spec.plan = plan.plan;
+  spec.node = static_cast<int>(plan.node);
+  spec.argv = plan.argv;
+  spec.base_env = current_environment();
+  spec.exports = plan.exports;
+  spec.format = {plan.tag_output, plan.timestamp_output};
+  spec.output_dir = plan.output_dir;
+  spec.kill_grace_s = plan.kill_grace_ms / 1000.0;
+  spec.verbose = plan.verbose;
+  spec.link.fence = [&link](std::string data, std::function<void(std::string)> complete) {
+    link.fence(std::move(data), std::move(complete));
+  };
+  spec.link.failed = [&link](int code, const std::string& line) {
+    link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{code, line}));
+  };
+  spec.link.attach = [&link](std::function<void(bool)> stop) { link.attach(std::move(stop)); };
+
+  if (!spec.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(spec.output_dir, ec);  // errors show up per rank
+  }
+  // The program is looked up here, with this host's PATH (like mpirun's daemons).
+  const char* path_env = std::getenv("PATH");
+  auto program = resolve_program(plan.argv.front(), path_env ? path_env : "");
+  int code = 0;
+  std::thread link_thread([&link] { link.run(); });
+  if (!program) {
+    const int first = node.ranks.empty() ? 0 : node.ranks.front();
+    const std::string line = "cannot start rank " + std::to_string(first) + " on " + node.host + ": " +
+                             plan.argv.front() + ": command not found in PATH";
+    say(line);
+    link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{kExitCannotStart, line}));
+    code = kExitCannotStart;
+  } else {
+    spec.program_path = *program;
+    link.send(ctl::MsgType::kStarted, {});
+    try {
+      code = run_node(spec);
+    } catch (const std::exception& e) {
+      const std::string line = "host " + node.host + ": " + e.what();
+      say(line);
+      link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{1, line}));
+      code = 1;
+    }
+  }
+  link.finish();
+  link.send(ctl::MsgType::kDone, ctl::encode(ctl::Done{code}));
+  client->shutdown();
+  link_thread.join();
+  return code;
+}
+
+}  // namespace spark::launch

@@ -1,0 +1,473 @@
+#include "remote_launch.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <utility>  // before Asio (Boost 1.74 + g++ 12)
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+
+#include "control/messages.hpp"
+#include "control/server.hpp"
+#include "exit_rules.hpp"
+#include "remote_address.hpp"
+#include "remote_agent.hpp"
+#include "spawn.hpp"
+
+extern char** environ;
+
+namespace spark::launch {
+namespace {
+
+namespace asio = boost::asio;
+namespace ctl = control;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr auto kConnectTimeout = 60s;  // agent start + daemon connect (ssh can be slow)
+constexpr auto kHeartbeat = 1000ms;
+constexpr auto kLinkTimeout = 10000ms;
+
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        struct timespec ts{0, 1000000};
+        nanosleep(&ts, nullptr);
+        continue;
+      }
+      return;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void say(const std::string& line) { write_all(STDERR_FILENO, "sparkrun: " + line + "\n"); }
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw std::runtime_error("cannot find sparkrun's own path (/proc/self/exe)");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + std::to_string(WTERMSIG(status));
+  return "status ?";
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& w : v) s += (s.empty() ? "" : " ") + w;
+  return s;
+}
+
+// One of the daemon's output streams (the agent's stdout or stderr): passed on in whole
+// lines, so that lines of different hosts never mix.
+struct Stream {
+  std::unique_ptr<asio::posix::stream_descriptor> fd;
+  int target = STDOUT_FILENO;
+  std::string pending;
+  bool eof = true;
+  std::array<char, 65536> buf{};
+};
+
+struct Node {
+  std::string host;
+  bool local = false;
+  std::vector<std::string> command;
+  pid_t agent = -1;
+  bool agent_ended = true;
+  bool authenticated = false;
+  bool done = false;
+  bool lost = false;
+  Stream out, err;
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(const MultiHostSpec& spec)
+      : spec_(spec), t0_(Clock::now()), timeout_timer_(io_), connect_timer_(io_), finish_timer_(io_), sig_(io_) {}
+  ~Coordinator() {
+    for (auto& n : nodes_) {
+      if (n.agent > 0 && !n.agent_ended) ::kill(-n.agent, SIGKILL);
+    }
+  }
+  int run();
+
+ private:
+  void trace(const std::string& what) {
+    if (!spec_.verbose) return;
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0_).count();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%8.3f ms ", static_cast<double>(us) / 1000.0);
+    write_all(STDERR_FILENO, std::string("sparkrun: ") + buf + what + "\n");
+  }
+  void start_agent(std::uint32_t i, const std::string& secret_hex);
+  void read_stream(std::uint32_t i, Stream& s);
+  void read_signals();
+  void reap();
+  void on_authenticated(std::uint32_t i);
+  void on_message(std::uint32_t i, const ctl::Frame& f);
+  void on_lost(std::uint32_t i, const std::string& reason);
+  void fail(int code, const std::string& line, bool print);
+  void begin_abort(bool now);
+  void check_finished();
+
+  const MultiHostSpec& spec_;
+  Clock::time_point t0_;
+  asio::io_context io_;
+  std::unique_ptr<ctl::ControlServer> server_;
+  std::vector<Node> nodes_;
+  asio::steady_timer timeout_timer_, connect_timer_, finish_timer_;
+  asio::posix::stream_descriptor sig_;
+  signalfd_siginfo si_{};
+  std::optional<int> code_;
+  bool aborting_ = false;
+  bool kill_now_sent_ = false;
+  std::size_t authenticated_ = 0;
+  std::map<std::uint64_t, std::vector<std::optional<std::string>>> fences_;
+  ExitTracker tracker_;  // for the wording of timeout / interrupt lines
+};
+
+void Coordinator::fail(int code, const std::string& line, bool print) {
+  if (print) say(line);
+  if (!code_) code_ = code;
+  begin_abort(false);
+}
+
+void Coordinator::begin_abort(bool now) {
+  if (aborting_ && (!now || kill_now_sent_)) return;
+  const bool first = !aborting_;
+  aborting_ = true;
+  if (now) kill_now_sent_ = true;
+  trace(std::string("group abort on every host") + (now ? " (SIGKILL now)" : ""));
+  const std::string payload = ctl::encode(ctl::Abort{now, code_ ? "job failed" : "stopped"});
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].done && !nodes_[i].lost) server_->send(i, ctl::MsgType::kAbort, payload);
+  }
+  if (!first) return;
+  connect_timer_.cancel();
+  // Daemons stop their ranks (SIGTERM, grace, SIGKILL) and report; after that and a margin,
+  // whatever is still running is killed from here.
+  const auto limit = std::chrono::milliseconds(static_cast<long>(spec_.kill_grace_s * 1000)) + 5s;
+  finish_timer_.expires_after(limit);
+  finish_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      Node& n = nodes_[i];
+      if (!n.done && !n.lost) say("host " + n.host + ": the node daemon did not stop in time; killing it");
+      n.lost = n.lost || !n.done;
+      if (n.agent > 0 && !n.agent_ended) ::kill(-n.agent, SIGKILL);
+      server_->close(i);
+    }
+    // Output pipes may be held by stray processes: stop waiting for them shortly.
+    finish_timer_.expires_after(1s);
+    finish_timer_.async_wait([this](const boost::system::error_code& e) {
+      if (!e) io_.stop();
+    });
+  });
+}
+
+void Coordinator::check_finished() {
+  for (const auto& n : nodes_) {
+    if (!(n.done || n.lost) || !n.agent_ended || !n.out.eof || !n.err.eof) return;
+  }
+  trace("every node finished");
+  io_.stop();
+}
+
+void Coordinator::read_stream(std::uint32_t i, Stream& s) {
+  s.fd->async_read_some(asio::buffer(s.buf), [this, i, &s](const boost::system::error_code& ec, std::size_t n) {
+    if (!ec) {
+      s.pending.append(s.buf.data(), n);
+      const size_t last = s.pending.rfind('\n');
+      if (last != std::string::npos) {
+        write_all(s.target, std::string_view(s.pending).substr(0, last + 1));
+        s.pending.erase(0, last + 1);
+      }
+      if (s.pending.size() > 1 << 20) {  // a huge line without newline: pass it on
+        write_all(s.target, s.pending);
+        s.pending.clear();
+      }
+      return read_stream(i, s);
+    }
+    if (ec == asio::error::operation_aborted) return;
+    if (!s.pending.empty()) write_all(s.target, s.pending + "\n");
+    s.pending.clear();
+    s.eof = true;
+    boost::system::error_code ignore;
+    s.fd->close(ignore);
+    check_finished();
+  });
+}
+
+void Coordinator::start_agent(std::uint32_t i, const std::string& secret_hex) {
+  Node& n = nodes_[i];
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    throw std::system_error(errno, std::generic_category(), "pipe2");
+  }
+  SpawnRequest req;
+  const char* path_env = std::getenv("PATH");
+  auto path = resolve_program(n.command.front(), path_env ? path_env : "");
+  if (!path) {
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
+    fail(kExitCannotStart, "host " + n.host + ": cannot start the launch agent: " + n.command.front() +
+                               ": command not found in PATH (see --launch-agent)", true);
+    n.lost = true;
+    return;
+  }
+  req.path = *path;
+  req.argv = n.command;
+  for (char** e = environ; e && *e; ++e) req.envp.emplace_back(*e);
+  req.stdin_fd = in[0];
+  req.stdout_fd = out[1];
+  req.stderr_fd = err[1];
+  StartedChild child = start_child(req);
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  n.agent = child.pid;
+  n.agent_ended = false;
+  // The secret: one line on the agent's stdin (ssh forwards it to the daemon's stdin).
+  // A pipe holds far more than 65 bytes, so this never blocks.
+  const std::string line = secret_hex + "\n";
+  ssize_t w = ::write(in[1], line.data(), line.size());
+  (void)w;
+  ::close(in[1]);
+  if (auto failure = await_exec(child, req.path)) {
+    n.lost = true;
+    fail(kExitCannotStart, "host " + n.host + ": cannot start the launch agent: " + *failure, true);
+  }
+  for (auto [s, fd, target] : {std::tuple{&n.out, out[0], STDOUT_FILENO}, std::tuple{&n.err, err[0], STDERR_FILENO}}) {
+    s->fd = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+    s->target = target;
+    s->eof = false;
+    read_stream(i, *s);
+  }
+}
+
+void Coordinator::reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    for (auto& n : nodes_) {
+      if (n.agent != pid || n.agent_ended) continue;
+      n.agent_ended = true;
+      trace("host " + n.host + ": launch agent ended (" + describe_status(status) + ")");
+      if (n.done || n.lost) break;
+      n.lost = true;
+      if (!n.authenticated) {
+        fail(1, "host " + n.host + ": the launch agent exited (" + describe_status(status) +
+                    ") before the node daemon connected; command: " + join(n.command), true);
+      } else {
+        fail(1, "host " + n.host + ": the node daemon exited (" + describe_status(status) +
+                    ") before its ranks ended; stopping every rank", true);
+      }
+      break;
+    }
+  }
+  check_finished();
+}
+
+void Coordinator::read_signals() {
+  sig_.async_read_some(asio::buffer(&si_, sizeof si_), [this](const boost::system::error_code& ec, std::size_t n) {
+    if (ec) return;
+    if (n == sizeof si_) {
+      const int signo = static_cast<int>(si_.ssi_signo);
+      if (signo == SIGCHLD) {
+        reap();
+      } else if (signo == SIGINT || signo == SIGTERM || signo == SIGHUP || signo == SIGQUIT) {
+        if (aborting_) {
+          begin_abort(true);  // asked twice: no more grace
+        } else {
+          if (tracker_.interrupted(signo)) say(tracker_.failure_line());
+          fail(tracker_.exit_code(), "", false);
+        }
+      }
+    }
+    read_signals();
+  });
+}
+
+void Coordinator::on_authenticated(std::uint32_t i) {
+  Node& n = nodes_[i];
+  n.authenticated = true;
+  ++authenticated_;
+  trace("host " + n.host + ": node daemon connected and authenticated");
+  if (aborting_) {
+    n.lost = true;  // too late to run anything: the daemon exits when we close
+    server_->close(i);
+    check_finished();
+    return;
+  }
+  ctl::PlanMsg p;
+  p.job_id = spec_.job_id;
+  p.node = i;
+  p.plan = spec_.plan;
+  p.argv = spec_.argv;
+  p.exports = spec_.exports;
+  p.tag_output = spec_.format.tag;
+  p.timestamp_output = spec_.format.timestamp;
+  p.verbose = spec_.verbose;
+  p.output_dir = spec_.output_dir;
+  p.kill_grace_ms = static_cast<std::uint32_t>(spec_.kill_grace_s * 1000);
+  p.heartbeat_ms = static_cast<std::uint32_t>(kHeartbeat.count());
+  p.link_timeout_ms = static_cast<std::uint32_t>(kLinkTimeout.count());
+  server_->send(i, ctl::MsgType::kPlan, ctl::encode(p));
+  if (authenticated_ == nodes_.size()) {
+    connect_timer_.cancel();
+    trace("every node daemon connected");
+  }
+}
+
+void Coordinator::on_message(std::uint32_t i, const ctl::Frame& f) {
+  Node& n = nodes_[i];
+  switch (f.type) {
+    case ctl::MsgType::kStarted:
+      trace("host " + n.host + ": starting its ranks");
+      return;
+    case ctl::MsgType::kFenceUp: {
+      ctl::Fence fe = ctl::decode_fence(f.payload);
+      auto& slot = fences_[fe.seq];
+      slot.resize(nodes_.size());
+      if (slot[i]) throw ctl::ProtocolError("two contributions to fence " + std::to_string(fe.seq));
+      slot[i] = std::move(fe.data);
+      for (const auto& c : slot) {
+        if (!c) return;
+      }
+      // Every node is in: the blob is the nodes' contributions one after another, which
+      // is how PMIx servers expect a host's collective data.
+      std::string all;
+      for (const auto& c : slot) all += *c;
+      fences_.erase(fe.seq);
+      trace("fence " + std::to_string(fe.seq) + " complete (" + std::to_string(all.size()) + " bytes)");
+      const std::string payload = ctl::encode(ctl::Fence{fe.seq, std::move(all)});
+      for (std::uint32_t k = 0; k < nodes_.size(); ++k) server_->send(k, ctl::MsgType::kFenceDown, payload);
+      return;
+    }
+    case ctl::MsgType::kFailed: {
+      ctl::Failed fl = ctl::decode_failed(f.payload);
+      trace("host " + n.host + ": failed (exit " + std::to_string(fl.code) + ")");
+      fail(fl.code, fl.line, false);  // the daemon printed the line already
+      return;
+    }
+    case ctl::MsgType::kDone: {
+      ctl::Done d = ctl::decode_done(f.payload);
+      n.done = true;
+      trace("host " + n.host + ": every rank ended (exit " + std::to_string(d.code) + ")");
+      if (d.code != 0 && !code_) fail(d.code, "", false);
+      server_->close(i);
+      check_finished();
+      return;
+    }
+    default:
+      throw ctl::ProtocolError("unexpected " + ctl::type_name(static_cast<std::uint8_t>(f.type)) + " from a daemon");
+  }
+}
+
+void Coordinator::on_lost(std::uint32_t i, const std::string& reason) {
+  Node& n = nodes_[i];
+  if (n.done || n.lost) return;
+  n.lost = true;
+  fail(1, "host " + n.host + ": lost the node daemon (" + reason + "); stopping every rank", true);
+  if (n.agent > 0 && !n.agent_ended) ::kill(-n.agent, SIGTERM);
+  check_finished();
+}
+
+int Coordinator::run() {
+  const ctl::Secret secret = ctl::random_secret();
+  std::vector<std::string> hosts;
+  std::vector<bool> local;
+  for (const auto& n : spec_.plan.nodes) {
+    hosts.push_back(n.host);
+    local.push_back(n.local);
+  }
+  const ControlAddresses addr = choose_control_addresses(spec_.control_net, hosts, local);
+
+  ctl::ControlServer::Callbacks cb;
+  cb.authenticated = [this](std::uint32_t i) { on_authenticated(i); };
+  cb.message = [this](std::uint32_t i, const ctl::Frame& f) { on_message(i, f); };
+  cb.lost = [this](std::uint32_t i, const std::string& why) { on_lost(i, why); };
+  cb.log = [](const std::string& line) { say(line); };
+  ctl::ControlServer::Settings st;
+  st.heartbeat = kHeartbeat;
+  st.link_timeout = kLinkTimeout;
+  server_ = std::make_unique<ctl::ControlServer>(
+      io_, asio::ip::tcp::endpoint(asio::ip::make_address(addr.listen), 0), secret, spec_.job_id,
+      static_cast<std::uint32_t>(spec_.plan.nodes.size()), cb, st);
+  const auto port = server_->local_endpoint().port();
+  trace("control plane listening on " + addr.listen + ":" + std::to_string(port));
+
+  // Signals arrive through a signalfd (main() blocked them before any thread existed).
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, s);
+  int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) throw std::system_error(errno, std::generic_category(), "signalfd");
+  sig_.assign(sfd);
+  read_signals();
+
+  const std::string exe = self_exe();
+  const std::string agent = spec_.launch_agent.empty() ? std::string(kDefaultLaunchAgent) : spec_.launch_agent;
+  const std::string secret_hex = ctl::to_hex(secret);
+  nodes_.resize(spec_.plan.nodes.size());
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    Node& n = nodes_[i];
+    n.host = spec_.plan.nodes[i].host;
+    n.local = spec_.plan.nodes[i].local;
+    std::vector<std::string> daemon = {exe, "--daemon", "--connect", addr.connect[i] + ":" + std::to_string(port),
+                                       "--node", std::to_string(i), "--job", spec_.job_id, "--host", n.host};
+    n.command = n.local ? daemon : agent_argv(agent, n.host, daemon);
+  }
+  for (std::uint32_t i = 0; i < nodes_.size() && !aborting_; ++i) start_agent(i, secret_hex);
+  trace("launch agents started");
+
+  connect_timer_.expires_after(kConnectTimeout);
+  connect_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    for (auto& n : nodes_) {
+      if (!n.authenticated && !n.lost) {
+        n.lost = true;
+        fail(1, "host " + n.host + ": no node daemon connected within " +
+                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kConnectTimeout).count()) +
+                    " s; command: " + join(n.command), true);
+        if (n.agent > 0 && !n.agent_ended) ::kill(-n.agent, SIGKILL);
+      }
+    }
+  });
+  if (spec_.timeout_s) {
+    timeout_timer_.expires_after(std::chrono::microseconds(static_cast<long>(*spec_.timeout_s * 1e6)));
+    timeout_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || aborting_) return;
+      if (tracker_.timed_out(*spec_.timeout_s)) say(tracker_.failure_line());
+      fail(kExitTimeout, "", false);
+    });
+  }
+  check_finished();
+  io_.run();
+  server_->stop();
+  return code_.value_or(0);
+}
+
+}  // namespace
+
+int run_multihost(const MultiHostSpec& spec) {
+  Coordinator c(spec);
+  return c.run();
+}
+
+}  // namespace spark::launch

@@ -1,0 +1,34 @@
+// Multi-host launch: the launcher as coordinator. Starts one node daemon per host of the
+// plan (through the launch agent; directly for this machine), serves the control plane,
+// combines fences, forwards the daemons' output, and turns any node's failure, a lost
+// daemon or --timeout into a group abort on every host. See docs/multihost.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "job_plan.hpp"
+#include "line_forwarder.hpp"
+#include "rank_env.hpp"
+
+namespace spark::launch {
+
+struct MultiHostSpec {
+  std::string job_id;
+  JobPlan plan;
+  std::vector<std::string> argv;  // the program and its arguments, as typed
+  std::vector<EnvVar> exports;    // -x, resolved here
+  OutputFormat format;
+  std::string output_dir;         // on each host
+  std::optional<double> timeout_s;
+  double kill_grace_s = 2.0;
+  bool verbose = false;
+  std::string launch_agent;       // empty: kDefaultLaunchAgent
+  std::string control_net;        // empty: route to each host
+};
+
+/// Runs the job across the hosts; returns sparkrun's exit code.
+int run_multihost(const MultiHostSpec& spec);
+
+}  // namespace spark::launch

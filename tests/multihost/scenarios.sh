@@ -1,0 +1,139 @@
+#!/bin/bash
+# Multi-host scenarios, run inside netns_fixture.sh (which exports MH_*).
+#   scenarios.sh NAME SPARKRUN MH_RANK
+# The launcher runs in the root namespace; the 3 "hosts" are namespaces reached with
+# --launch-agent 'ip netns exec {host}'. Each scenario exits 0 on success.
+set -u
+name=$1 sparkrun=$2 rank=$3
+out=$(mktemp -d /tmp/mhtest.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+marker="mhmark$$"
+sr=("$sparkrun" --launch-agent "$MH_AGENT" --control-net "$MH_NET")
+run() { "${sr[@]}" "$@"; }  # background jobs use "${sr[@]}" directly so that $! is sparkrun
+fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$out/o" 2>/dev/null; echo "--- stderr"; cat "$out/e" 2>/dev/null; exit 1; }
+expect() { grep -q -- "$1" "$2" || fail "missing '$1' in $2"; }
+ns_empty() {  # true when no process is left in any of the 3 namespaces
+  [ -z "$(ip netns pids "$MH_NS1")$(ip netns pids "$MH_NS2")$(ip netns pids "$MH_NS3")" ]
+}
+wait_for() {  # wait_for SECONDS COMMAND...: poll until COMMAND succeeds
+  local t=$1; shift
+  for _ in $(seq $((t * 10))); do "$@" && return 0; sleep 0.1; done
+  return 1
+}
+count_ranks() { pgrep -f "$marker" | wc -l; }
+ranks_up() { [ "$(count_ranks)" -ge "$1" ]; }
+
+case "$name" in
+hello)
+  # One rank per host: identity is the host-list name, local peers only that host's ranks.
+  run -n 3 --host "$MH_HOSTS" "$rank" hello >"$out/o" 2>"$out/e" || fail "rc $?"
+  for r in 0 1 2; do
+    h=$(eval echo "\$MH_NS$((r + 1))")
+    expect "hello rank $r size 3 spark_host $h pmix_host $h local_peers $r local_size 1" "$out/o"
+  done
+  # Slots: a:2,b,c -> ranks 0,1 share host a.
+  run -n 4 --host "$MH_NS1:2,$MH_NS2,$MH_NS3" --tag-output "$rank" hello >"$out/o" 2>"$out/e" || fail "rc $?"
+  expect "\[0\] hello rank 0 size 4 spark_host $MH_NS1 pmix_host $MH_NS1 local_peers 0,1 local_size 2" "$out/o"
+  expect "hello rank 1 size 4 spark_host $MH_NS1 pmix_host $MH_NS1 local_peers 0,1 local_size 2" "$out/o"
+  expect "hello rank 3 size 4 spark_host $MH_NS3 pmix_host $MH_NS3 local_peers 3 local_size 1" "$out/o"
+  # --map-by node: round robin over the hosts.
+  run -n 4 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3" --map-by node "$rank" hello >"$out/o" 2>"$out/e" || fail "rc $?"
+  expect "hello rank 3 size 4 spark_host $MH_NS1 pmix_host $MH_NS1 local_peers 0,3 local_size 2" "$out/o"
+  expect "hello rank 2 size 4 spark_host $MH_NS3 pmix_host $MH_NS3 local_peers 2 local_size 1" "$out/o"
+  [ "$(grep -c '^hello' "$out/o")" = 4 ] || fail "expected 4 hello lines"
+  ;;
+modex)
+  # Cross-node fence with data: every rank reads every other rank's key.
+  run -n 6 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3:2" "$rank" modex >"$out/o" 2>"$out/e" || fail "rc $?"
+  [ "$(grep -c 'ok 6/6' "$out/o")" = 6 ] || fail "not every rank saw every key"
+  ;;
+rank_failure)
+  # Rank 4 (host c) exits 3 after a fence; the others wait in a fence: group abort everywhere.
+  start=$(date +%s)
+  run -n 6 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3:2" "$rank" exit 3 4 "$marker" >"$out/o" 2>"$out/e"
+  rc=$?
+  [ "$rc" = 3 ] || fail "exit code $rc, want 3"
+  expect "sparkrun: rank 4 (pid [0-9]*) exited with status 3; stopping the job" "$out/e"
+  [ $(( $(date +%s) - start )) -lt 30 ] || fail "group abort took too long"
+  wait_for 5 ns_empty || fail "processes left in a namespace"
+  ;;
+abort)
+  run -n 3 --host "$MH_HOSTS" "$rank" abort 7 1 "$marker" >"$out/o" 2>"$out/e"
+  rc=$?
+  [ "$rc" = 7 ] || fail "exit code $rc, want 7"
+  expect "sparkrun: rank 1 aborted: mh_rank abort from rank 1" "$out/e"
+  expect "rank 1 (pid [0-9]*) called abort with status 7; stopping the job" "$out/e"
+  wait_for 5 ns_empty || fail "processes left in a namespace"
+  ;;
+timeout)
+  start=$(date +%s)
+  run -n 3 --host "$MH_HOSTS" --timeout 3 "$rank" sleep 60 "$marker" >"$out/o" 2>"$out/e"
+  rc=$?
+  [ "$rc" = 124 ] || fail "exit code $rc, want 124"
+  expect "timeout: the job ran longer than --timeout 3 s" "$out/e"
+  [ $(( $(date +%s) - start )) -lt 30 ] || fail "timeout took too long"
+  wait_for 5 ns_empty || fail "processes left in a namespace"
+  ;;
+kill_daemon)
+  # SIGKILL the daemon of host b: group abort naming the host; its ranks die too.
+  "${sr[@]}" -n 3 --host "$MH_HOSTS" "$rank" sleep 60 "$marker" >"$out/o" 2>"$out/e" &
+  launcher=$!
+  wait_for 30 ranks_up 3 || fail "ranks did not start"
+  daemon=$(pgrep -f -- "--daemon .*--host $MH_NS2\$")
+  [ -n "$daemon" ] || fail "no daemon for $MH_NS2"
+  kill -9 $daemon
+  wait_for 30 bash -c "! kill -0 $launcher 2>/dev/null" || { kill -9 $launcher; fail "launcher did not end"; }
+  wait $launcher
+  rc=$?
+  [ "$rc" != 0 ] || fail "exit code 0 after a daemon died"
+  expect "host $MH_NS2: .*node daemon" "$out/e"
+  wait_for 5 ns_empty || fail "processes left in a namespace"
+  ;;
+kill_launcher)
+  # SIGKILL the launcher: nothing may survive in any namespace.
+  "${sr[@]}" -n 6 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3:2" "$rank" sleep 60 "$marker" >"$out/o" 2>"$out/e" &
+  launcher=$!
+  wait_for 30 ranks_up 6 || fail "ranks did not start"
+  kill -9 $launcher
+  t0=$(date +%s%N)
+  wait_for 10 ns_empty || fail "processes left in a namespace after the launcher died: $(ps -o pid,ppid,stat,wchan:20,cmd -p "$(echo $(ip netns pids "$MH_NS1") $(ip netns pids "$MH_NS2") $(ip netns pids "$MH_NS3") | tr " " ,)")"
+  echo "namespaces empty $(( ($(date +%s%N) - t0) / 1000000 )) ms after SIGKILL"
+  ;;
+link_down)
+  # Cut host b's link: both sides notice the silent control link (10 s), the launcher
+  # aborts naming the host, and host b's daemon kills its ranks although it still runs.
+  "${sr[@]}" -n 3 --host "$MH_HOSTS" "$rank" sleep 90 "$marker" >"$out/o" 2>"$out/e" &
+  launcher=$!
+  wait_for 30 ranks_up 3 || fail "ranks did not start"
+  ip link set "$MH_VETH2" down
+  wait_for 40 bash -c "! kill -0 $launcher 2>/dev/null" || { kill -9 $launcher; fail "launcher did not end"; }
+  wait $launcher
+  [ $? != 0 ] || fail "exit code 0 after a lost link"
+  expect "host $MH_NS2: lost the node daemon (no message for 10000 ms (control link lost))" "$out/e"
+  wait_for 15 ns_empty || fail "processes left in a namespace"
+  ;;
+bad_clients)
+  # While a job runs: a client with a wrong secret and one sending random bytes are
+  # rejected and logged; the job finishes normally.
+  "${sr[@]}" -v -n 3 --host "$MH_HOSTS" "$rank" sleep 4 "$marker" >"$out/o" 2>"$out/e" &
+  launcher=$!
+  wait_for 30 ranks_up 3 || fail "ranks did not start"
+  ep=$(sed -n 's/.*control plane listening on \([0-9.]*:[0-9]*\).*/\1/p' "$out/e" | head -1)
+  [ -n "$ep" ] || fail "no control endpoint in --verbose output"
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' | { cat; echo; } |
+    ip netns exec "$MH_NS3" "$sparkrun" --daemon --connect "$ep" --node 1 --job forged --host intruder \
+      >"$out/bad" 2>&1
+  [ $? != 0 ] || fail "a daemon with a wrong secret was accepted"
+  ip netns exec "$MH_NS3" bash -c "exec 3<>/dev/tcp/${ep%:*}/${ep#*:}; head -c 4096 /dev/urandom >&3; sleep 0.5" 2>/dev/null
+  wait $launcher
+  rc=$?
+  [ "$rc" = 0 ] || fail "job harmed by bad clients: exit $rc"
+  expect "control: rejected connection from .*wrong job secret" "$out/e"
+  expect "control: rejected connection from .*bad magic" "$out/e"
+  ;;
+*)
+  echo "unknown scenario $name"
+  exit 2
+  ;;
+esac
+echo "PASS: $name"

@@ -179,6 +179,10 @@ PmixServer::PmixServer(const std::string& tmpdir, PmixHooks hooks, void* hwloc_t
   InfoList info;
   info.str(PMIX_SERVER_TMPDIR, tmpdir);
   info.str(PMIX_SYSTEM_TMPDIR, tmpdir);
+  // Only local ranks ever connect: listen on loopback, IPv4 only (one listener instead of
+  // two, and no walk over every interface).
+  info.boolean(PMIX_TCP_DISABLE_IPV6, true);
+  info.str(PMIX_TCP_IF_INCLUDE, "lo");
   pmix_topology_t topo;
   char source[] = "hwloc";
   if (hwloc_topology != nullptr) {

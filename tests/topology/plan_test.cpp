@@ -238,6 +238,10 @@ TEST(ServerPlan, NicLocalSocketIsChosen) {
   EXPECT_EQ(p.ranks[0].kind, "Intel(R) Xeon(R) Gold 6338");
   ASSERT_EQ(p.notes.size(), 1u);
   EXPECT_EQ(p.notes[0], "NIC-local cores: 16-31 (near mlx5_0 and others)");
+  EXPECT_NE(describe(m).find("core kinds: one (no cpukinds, MIDR part number or cpu_capacity "
+                             "differences):\n  Intel(R) Xeon(R) Gold 6338  cpus 0-31"),
+            std::string::npos)
+      << describe(m);
   // Bound to one core each, hyperthreads come along.
   EXPECT_EQ(cpusets(plan(m, 2, BindTo::core)), (V{"16-17", "18-19"}));
 }
@@ -250,6 +254,7 @@ TEST(ThisVmFixture, NoNicFound) {
   EXPECT_TRUE(p.ranks[0].lanes.empty());
   EXPECT_EQ(p.notes, V{"no NIC found, binding by core speed only"});
   EXPECT_NE(describe(m).find("none: no NIC found, binding by core speed only"), std::string::npos);
+  EXPECT_EQ(plan(m, 3).notes.back(), "ranks 0,2 share cores: 3 ranks on 2 cores");
   PlanOptions o;
   o.hca = "mlx5_0";
   try {

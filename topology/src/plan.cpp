@@ -281,16 +281,18 @@ Plan make_plan(const MachineInfo& m, const PlanOptions& o) {
     if (a.shared) sharing.push_back(a.local_rank);
   }
   if (!sharing.empty()) {
-    std::string what = o.bind_to == BindTo::fast
+    const bool kinds_differ = m.kinds.size() > 1;
+    std::string what = o.bind_to == BindTo::l3 ? "L3 clusters"
+                       : o.bind_to == BindTo::fast && kinds_differ
                            ? "fast (" + m.kinds[cores.front().kind].name + ") cores"
-                       : o.bind_to == BindTo::l3 ? "L3 clusters"
-                                                 : "cores";
+                           : "cores";
     std::string list;
     for (int r : sharing) list += (list.empty() ? "" : ",") + std::to_string(r);
-    plan.notes.push_back(
-        "ranks " + list + " share cores: " + std::to_string(o.local_ranks) + " ranks on " +
-        std::to_string(total) + " " + what +
-        (o.bind_to == BindTo::fast ? "; --bind-to core also uses the slower cores" : ""));
+    plan.notes.push_back("ranks " + list + " share cores: " + std::to_string(o.local_ranks) +
+                         " ranks on " + std::to_string(total) + " " + what +
+                         (o.bind_to == BindTo::fast && kinds_differ
+                              ? "; --bind-to core also uses the slower cores"
+                              : ""));
   }
   return plan;
 }

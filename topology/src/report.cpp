@@ -54,8 +54,12 @@ std::string describe(const MachineInfo& m) {
                     (m.this_system ? "" : " (not this system: plans are shown, never applied)") +
                     "\n";
   out += "cpus: " + format_cpu_list(m.cpus) + " (" + std::to_string(m.cores.size()) + " cores)\n";
-  out += "core kinds, fastest first (decided by " + m.decision.source + "; " + m.decision.detail +
-         "):\n";
+  if (m.decision.source == "uniform") {
+    out += "core kinds: one (" + m.decision.detail + "):\n";
+  } else {
+    out += "core kinds, fastest first (decided by " + m.decision.source + "; " + m.decision.detail +
+           "):\n";
+  }
   std::vector<std::vector<std::string>> rows;
   for (const auto& k : m.kinds) {
     rows.push_back({"  " + k.name, "cpus " + format_cpu_list(k.cpus),

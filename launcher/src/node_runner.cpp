@@ -307,7 +307,7 @@ void Runner::start_ranks() {
     if (static_cast<size_t>(l) < spec_.lanes.size()) id.lanes = spec_.lanes[static_cast<size_t>(l)];
     std::vector<EnvVar> pmix_env;
 #ifdef SPARK_LAUNCH_HAVE_PMIX
-    pmix_env = pmix_->client_env(r.rank, ::getuid(), ::getgid());
+    pmix_env = pmix_->client_env(r.rank);
 #endif
     SpawnRequest& req = reqs[static_cast<size_t>(l)];
     req.path = spec_.program_path;
@@ -540,7 +540,7 @@ int Runner::run() {
   }
   job.this_node = spec_.node;
   job.tmpdir = tmp.path();
-  pmix_->register_job(job);
+  pmix_->register_job(job, ::getuid(), ::getgid());
   trace("PMIx job registered");
 #endif
   if (spec_.link.attach) {

@@ -22,25 +22,37 @@ std::string pmix_error(const char* what, pmix_status_t rc) {
   return std::string("PMIx server: ") + what + " failed: " + PMIx_Error_string(rc);
 }
 
-// Waits for a PMIx op callback (used to make registration synchronous).
+// Waits for PMIx op callbacks (makes registration synchronous). Several operations can share
+// one latch: PMIx runs them in order on its thread, and one wait costs one thread hand-off
+// instead of one per operation (each costs milliseconds on a loaded machine).
 struct Latch {
   std::mutex m;
   std::condition_variable cv;
-  bool done = false;
+  int pending = 0;
   pmix_status_t status = PMIX_SUCCESS;
 
   static void callback(pmix_status_t status, void* cbdata) {
     auto* l = static_cast<Latch*>(cbdata);
     std::lock_guard<std::mutex> lock(l->m);
-    l->status = status;
-    l->done = true;
+    if (status != PMIX_SUCCESS && l->status == PMIX_SUCCESS) l->status = status;
+    --l->pending;
     l->cv.notify_all();
   }
-  pmix_status_t wait(pmix_status_t rc) {
-    if (rc == PMIX_OPERATION_SUCCEEDED) return PMIX_SUCCESS;
-    if (rc != PMIX_SUCCESS) return rc;
+  // Call before starting an operation that reports to callback().
+  void expect() {
+    std::lock_guard<std::mutex> lock(m);
+    ++pending;
+  }
+  // The operation's immediate return: done already, failed, or pending.
+  void started(pmix_status_t rc) {
+    if (rc == PMIX_SUCCESS) return;  // the callback will come
+    std::lock_guard<std::mutex> lock(m);
+    --pending;
+    if (rc != PMIX_OPERATION_SUCCEEDED && status == PMIX_SUCCESS) status = rc;
+  }
+  pmix_status_t wait() {
     std::unique_lock<std::mutex> lock(m);
-    cv.wait(lock, [&] { return done; });
+    cv.wait(lock, [&] { return pending == 0; });
     return status;
   }
 };
@@ -206,7 +218,7 @@ PmixServer::~PmixServer() {
   g_server = nullptr;
 }
 
-void PmixServer::register_job(const PmixJob& job) {
+void PmixServer::register_job(const PmixJob& job, uid_t uid, gid_t gid) {
   job_ = job;
   const auto& local = job.node_ranks.at(static_cast<size_t>(job.this_node));
   std::string hosts_csv;
@@ -277,23 +289,30 @@ void PmixServer::register_job(const PmixJob& job) {
 
   DataArray arr;
   info.to_array(arr.get());
+  // The namespace and this node's clients in one batch, then one wait.
   Latch latch;
-  rc = latch.wait(PMIx_server_register_nspace(job.nspace.c_str(), static_cast<int>(local.size()),
-                                              arr.info(), arr.size(), &Latch::callback,
-                                              &latch));
-  if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("register_nspace", rc));
+  latch.expect();
+  latch.started(PMIx_server_register_nspace(job.nspace.c_str(), static_cast<int>(local.size()),
+                                            arr.info(), arr.size(), &Latch::callback, &latch));
+  for (int r : local) {
+    pmix_proc_t proc;
+    std::memset(&proc, 0, sizeof proc);
+    std::strncpy(proc.nspace, job.nspace.c_str(), PMIX_MAX_NSLEN);
+    proc.rank = static_cast<pmix_rank_t>(r);
+    latch.expect();
+    latch.started(PMIx_server_register_client(&proc, uid, gid, nullptr, &Latch::callback, &latch));
+  }
+  rc = latch.wait();
+  if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("registering the job", rc));
   registered_ = true;
 }
 
-std::vector<EnvVar> PmixServer::client_env(int rank, uid_t uid, gid_t gid) {
+std::vector<EnvVar> PmixServer::client_env(int rank) {
   pmix_proc_t proc;
   std::memset(&proc, 0, sizeof proc);
   std::strncpy(proc.nspace, job_.nspace.c_str(), PMIX_MAX_NSLEN);
   proc.rank = static_cast<pmix_rank_t>(rank);
-  Latch latch;
-  pmix_status_t rc =
-      latch.wait(PMIx_server_register_client(&proc, uid, gid, nullptr, &Latch::callback, &latch));
-  if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("register_client", rc));
+  pmix_status_t rc;
   char** env = nullptr;
   rc = PMIx_server_setup_fork(&proc, &env);
   if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("setup_fork", rc));

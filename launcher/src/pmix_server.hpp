@@ -4,6 +4,8 @@
 // PMIx is process-global: one PmixServer per process.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -46,10 +48,11 @@ class PmixServer {
   PmixServer(const PmixServer&) = delete;
   PmixServer& operator=(const PmixServer&) = delete;
 
-  /// Registers the job (job-, node- and proc-level keys) for this node's ranks.
-  void register_job(const PmixJob& job);
-  /// Registers one local client and returns the variables it needs (PMIx_server_setup_fork).
-  std::vector<EnvVar> client_env(int rank, uid_t uid, gid_t gid);
+  /// Registers the job (job-, node- and proc-level keys) and this node's ranks as clients
+  /// running as uid/gid.
+  void register_job(const PmixJob& job, uid_t uid, gid_t gid);
+  /// The variables a registered local rank needs (PMIx_server_setup_fork).
+  std::vector<EnvVar> client_env(int rank);
 
   const PmixHooks& hooks() const { return hooks_; }
   const PmixJob& job() const { return job_; }

@@ -82,6 +82,35 @@ TEST(LiveBinding, ChildIsReallyBound) {
   EXPECT_EQ(allowed_list_of_self(), format_cpu_list(m.cpus));
 }
 
+TEST(LiveTopology, RespectsOwnBinding) {
+  MachineInfo all = machine_info(Topology::load(LoadOptions{}));
+  if (all.cpus.size() < 2) GTEST_SKIP() << "needs at least 2 cpus";
+  const int last = all.cpus.back();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {  // bound to the last cpu, as under `taskset -c N sparkrun`
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(last, &set);
+    std::string got = "bind failed";
+    if (sched_setaffinity(0, sizeof set, &set) == 0) {
+      LoadOptions o;
+      o.with_io = false;
+      got = format_cpu_list(machine_info(Topology::load(o)).cpus);
+    }
+    ssize_t ignored = write(fds[1], got.data(), got.size());
+    (void)ignored;
+    _exit(0);
+  }
+  close(fds[1]);
+  char buf[64];
+  ssize_t n = read(fds[0], buf, sizeof buf);
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0), std::to_string(last));
+}
+
 TEST(LiveProbe, InjectedSysfsRootOverrulesCpukinds) {
   // A fake /proc and /sys: cpu0 an A725, cpu1 an X925. hwloc's live cpukinds (one kind here)
   // disagree, so the MIDR part numbers decide.

@@ -66,6 +66,13 @@ Topology Topology::load(const LoadOptions& options) {
     hwloc_topology_set_components(guard.topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, component);
   }
 
+  if (!options.xml_path) {
+    // Respect the binding sparkrun itself was started with (taskset, srun --cpu-bind, a
+    // cgroup): ranks get cpus from that set only.
+    check(hwloc_topology_set_flags(guard.topo, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
+                                                   HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING),
+          "hwloc_topology_set_flags", source);
+  }
   if (options.xml_path) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(*options.xml_path, ec)) {

@@ -181,6 +181,11 @@ class Link {
     }
   }
 
+  bool was_lost() {
+    std::lock_guard<std::mutex> lock(m_);
+    return lost_;
+  }
+
   void finish() {
     std::lock_guard<std::mutex> lock(m_);
     finished_ = true;
@@ -200,6 +205,7 @@ class Link {
     say("host " + host_ + ": control link to the launcher lost (" + why + "); killing local ranks");
     stop(true);
     std::unique_lock<std::mutex> lock(m_);
+    lost_ = true;
     if (!cv_.wait_for(lock, 800ms, [&] { return finished_; })) {
       // The node runner did not wind down in time: leave at once. Our orphan watcher
       // SIGKILLs every rank's process group when we exit without disarming it.
@@ -217,6 +223,7 @@ class Link {
   std::map<std::uint64_t, std::function<void(std::string)>> fences_;
   std::uint64_t next_seq_ = 0;
   bool finished_ = false;
+  bool lost_ = false;
 };
 
 std::vector<std::string> current_environment() {
@@ -308,6 +315,7 @@ int daemon_main(int argc, char** argv) {
       code = 1;
     }
   }
+  if (link.was_lost() && code == 0) code = 1;  // our ranks were killed, not finished
   link.finish();
   link.send(ctl::MsgType::kDone, ctl::encode(ctl::Done{code}));
   client->shutdown();

@@ -60,11 +60,13 @@ for ns in "$MH_NS1" "$MH_NS2" "$MH_NS3"; do
   export "MH_ADDR$i=10.$s.$t.$((i + 1))"
 done
 set +e
-# Wait until each namespace reaches the launcher's address (bridge ports come up async).
-for ns in "$MH_NS1" "$MH_NS2" "$MH_NS3"; do
-  for _ in $(seq 50); do
-    ip netns exec "$ns" ping -c1 -W1 "$MH_LAUNCHER_ADDR" >/dev/null 2>&1 && break
-    sleep 0.1
+# Wait until every link is up and every bridge port forwards (both come up async).
+for i in 1 2 3; do
+  ns=$(eval echo "\$MH_NS$i")
+  for _ in $(seq 100); do
+    if ip -n "$ns" link show eth0 | grep -q "state UP" &&
+       bridge link show dev "${pfx}v$i" | grep -q "state forwarding"; then break; fi
+    sleep 0.05
   done
 done
 "$scenario" "$@"

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -494,7 +495,17 @@ void Runner::loop() {
   }
 }
 
+// Two pipes per rank stay open for the whole job: lift the soft fd limit to the hard one.
+void raise_fd_limit() {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int Runner::run() {
+  raise_fd_limit();
   TempDir tmp;
   setup_loop();
   // Before PMIx creates threads: the watcher is forked from a single-threaded process.

@@ -213,7 +213,8 @@ PmixServer::PmixServer(const std::string& tmpdir, PmixHooks hooks, void* hwloc_t
 }
 
 PmixServer::~PmixServer() {
-  if (registered_) PMIx_server_deregister_nspace(job_.nspace.c_str(), nullptr, nullptr);
+  // No separate deregister_nspace: finalize releases the job too, and every extra call is
+  // a hand-off to PMIx's thread.
   PMIx_server_finalize();
   g_server = nullptr;
 }
@@ -304,7 +305,6 @@ void PmixServer::register_job(const PmixJob& job, uid_t uid, gid_t gid) {
   }
   rc = latch.wait();
   if (rc != PMIX_SUCCESS) throw std::runtime_error(pmix_error("registering the job", rc));
-  registered_ = true;
 }
 
 std::vector<EnvVar> PmixServer::client_env(int rank) {

@@ -60,7 +60,6 @@ class PmixServer {
  private:
   PmixHooks hooks_;
   PmixJob job_;
-  bool registered_ = false;
 };
 
 }  // namespace spark::launch

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -495,17 +496,19 @@ void Runner::loop() {
   }
 }
 
-// Two pipes per rank stay open for the whole job: lift the soft fd limit to the hard one.
-void raise_fd_limit() {
+// Two pipes per rank stay open for the whole job: lift the soft fd limit when that many
+// ranks need it (only as far as needed: the ranks inherit the limit).
+void raise_fd_limit(size_t ranks) {
   struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
+  const rlim_t need = static_cast<rlim_t>(4 * ranks + 256);
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+    rl.rlim_cur = std::min(need, rl.rlim_max);
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
 }
 
 int Runner::run() {
-  raise_fd_limit();
+  raise_fd_limit(spec_.plan.nodes.at(static_cast<size_t>(spec_.node)).ranks.size());
   TempDir tmp;
   setup_loop();
   // Before PMIx creates threads: the watcher is forked from a single-threaded process.

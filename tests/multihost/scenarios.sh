@@ -1,10 +1,10 @@
 #!/bin/bash
 # Multi-host scenarios, run inside netns_fixture.sh (which exports MH_*).
-#   scenarios.sh NAME SPARKRUN MH_RANK
+#   scenarios.sh NAME SPARKRUN MH_RANK [EXAMPLES_DIR]
 # The launcher runs in the root namespace; the 3 "hosts" are namespaces reached with
 # --launch-agent 'ip netns exec {host}'. Each scenario exits 0 on success.
 set -u
-name=$1 sparkrun=$2 rank=$3
+name=$1 sparkrun=$2 rank=$3 examples=${4:-}
 out=$(mktemp -d /tmp/mhtest.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 marker="mhmark$$"
@@ -133,6 +133,61 @@ bad_clients)
   [ "$rc" = 0 ] || fail "job harmed by bad clients: exit $rc"
   expect "control: rejected connection from .*wrong job secret" "$out/e"
   expect "control: rejected connection from .*bad magic" "$out/e"
+  ;;
+ompi)
+  # An Open MPI program across the hosts (direct launch, cross-node modex through us).
+  command -v mpicc.openmpi >/dev/null || { echo "SKIP: no mpicc.openmpi"; exit 77; }
+  cat >"$out/mpi.c" <<'C'
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size, len;
+  char name[MPI_MAX_PROCESSOR_NAME];
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  long mine = rank + 1, sum = 0;
+  MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  printf("mpi rank=%d size=%d sum=%ld %s\n", rank, size, sum, sum == (long)size * (size + 1) / 2 ? "ok" : "WRONG");
+  MPI_Finalize();
+  return 0;
+}
+C
+  mpicc.openmpi -O1 -o "$out/mpi" "$out/mpi.c" || fail "mpicc"
+  run -n 6 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3:2" -x OMPI_MCA_btl=self,tcp -x "OMPI_MCA_btl_tcp_if_include=$MH_NET" \
+    "$out/mpi" >"$out/o" 2>"$out/e" || fail "rc $?"
+  [ "$(grep -c 'size=6 sum=21 ok' "$out/o")" = 6 ] || fail "not 6 correct ranks"
+  ;;
+spark_hello)
+  [ -x "$examples/hello" ] || { echo "SKIP: examples/hello not built"; exit 77; }
+  run -n 3 --host "$MH_HOSTS" -x SPARK_TRANSPORT=tcp "$examples/hello" >"$out/o" 2>"$out/e" || fail "rc $?"
+  for r in 0 1 2; do
+    expect "hello from rank $r of 3 on $(eval echo "\$MH_NS$((r + 1))") (transport tcp)" "$out/o"
+  done
+  expect "correct on every rank" "$out/o"
+  ;;
+collectives)
+  # Every collective across the 3 hosts over tcp, results checked, 2 ranks per host.
+  [ -x "$examples/allreduce_perf" ] || { echo "SKIP: examples/allreduce_perf not built"; exit 77; }
+  for coll in allreduce reduce_scatter allgather broadcast alltoall; do
+    run -n 6 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3:2" -x SPARK_TRANSPORT=tcp "$examples/allreduce_perf" \
+      -t $coll -b 8 -e 4M -f 64 -n 3 -w 1 -c 1 >"$out/o" 2>"$out/e" || fail "$coll: rc $?"
+  done
+  ;;
+link_cut)
+  # Cut host b's link in the middle of allreduces: the ranks' fail-stop records name the
+  # peer on host b and the tcp lane; the job ends with a group abort.
+  [ -x "$examples/allreduce_perf" ] || { echo "SKIP: examples/allreduce_perf not built"; exit 77; }
+  "${sr[@]}" -n 3 --host "$MH_HOSTS" -x SPARK_TRANSPORT=tcp -x SPARKNET_ROCE_TIMEOUT_MS=2000 \
+    "$examples/allreduce_perf" -b 64K -e 64K -n 1000000 -w 1 -c 0 "$marker" >"$out/o" 2>"$out/e" &
+  launcher=$!
+  wait_for 30 grep -q "65536" "$out/o" || sleep 2
+  ip link set "$MH_VETH2" down
+  wait_for 40 bash -c "! kill -0 $launcher 2>/dev/null" || { kill -9 $launcher; fail "launcher did not end"; }
+  wait $launcher
+  [ $? != 0 ] || fail "exit code 0 after a cut link"
+  expect "no data from rank 1 on lane tcp" "$out/e"
+  wait_for 15 ns_empty || fail "processes left in a namespace"
   ;;
 *)
   echo "unknown scenario $name"

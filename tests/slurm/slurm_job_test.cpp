@@ -174,6 +174,40 @@ TEST_F(SlurmJob, SrunPmixDeadRankEndsTheStepWithKillOnBadExit) {
   EXPECT_EQ(lines_with(r.err, "task 2: Exited with exit code 3").size(), 1u) << describe(r);
 }
 
+class LibsparkUnderSlurm : public SlurmJob {
+ protected:
+  void SetUp() override {
+    SlurmJob::SetUp();
+    if (IsSkipped()) return;
+    if (std::string(SPARK_LIBSPARK_APP).empty()) GTEST_SKIP() << "libspark is not built";
+  }
+};
+
+TEST_F(LibsparkUnderSlurm, SrunPmixCollectivesAreCorrectOnThreeRanks) {
+  const Result r = sh(std::string("srun --mpi=pmix -n 3 ") + SPARK_LIBSPARK_APP);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(lines_with(r.out, "rank " + std::to_string(rank) + " of 3: collectives ok").size(),
+              1u)
+        << describe(r);
+  }
+}
+
+TEST_F(LibsparkUnderSlurm, SrunPmixFailStopEndsTheStepWithTheRecordOnStderr) {
+  // Rank 2 stops answering; ranks 0 and 1 time out after 1 s, libspark aborts through SLURM's
+  // PMIx server, SLURM cancels the step (rank 2 included) and srun exits non-zero.
+  const Result r = sh(std::string("SPARKNET_ROCE_TIMEOUT_MS=1000 srun --mpi=pmix -n 3 ") +
+                      SPARK_LIBSPARK_APP + " --stop-rank 2");
+  EXPECT_NE(r.status, 0) << describe(r);
+  EXPECT_LT(r.status, 100) << "srun ended by the test's timeout, not by the abort: " << describe(r);
+  EXPECT_LT(r.seconds, 60) << describe(r);
+  // The one-line FailureRecord (INTERFACES.md) of at least one waiting rank.
+  const auto records = lines_with(r.err, "no data from rank 2");
+  ASSERT_GE(records.size(), 1u) << "the fail-stop record is not on stderr: " << describe(r);
+  EXPECT_NE(records.front().find("allreduce seq"), std::string::npos) << records.front();
+  EXPECT_NE(records.front().find("(timeout 1000 ms)"), std::string::npos) << records.front();
+}
+
 // --- direction 2: sparkrun inside an allocation -----------------------------------------
 
 class SparkrunInAllocation : public SlurmJob {
@@ -212,6 +246,23 @@ TEST_F(SparkrunInAllocation, NpAboveTheAllocationIsRefusedBeforeAnythingStarts) 
   EXPECT_EQ(lines_with(r.err, "-n 3 is more than the 2 tasks of SLURM allocation").size(), 1u)
       << describe(r);
   EXPECT_EQ(r.out, "") << "nothing may start: " << describe(r);
+}
+
+TEST_F(SparkrunInAllocation, SallocLibsparkCollectivesUnderSparkrun) {
+  if (std::string(SPARK_LIBSPARK_APP).empty()) GTEST_SKIP() << "libspark is not built";
+  const Result r = sh(std::string("salloc -Q -n 3 ") + SPARK_SPARKRUN + " " + SPARK_LIBSPARK_APP);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(lines_with(r.out, " of 3: collectives ok").size(), 3u) << describe(r);
+}
+
+TEST_F(SparkrunInAllocation, SallocFailStopRecordIsPrintedBySparkrun) {
+  if (std::string(SPARK_LIBSPARK_APP).empty()) GTEST_SKIP() << "libspark is not built";
+  const Result r = sh(std::string("SPARKNET_ROCE_TIMEOUT_MS=1000 salloc -Q -n 3 ") +
+                      SPARK_SPARKRUN + " " + SPARK_LIBSPARK_APP + " --stop-rank 2");
+  EXPECT_EQ(r.status, 1) << describe(r);
+  const auto records = lines_with(r.err, "no data from rank 2");
+  ASSERT_GE(records.size(), 1u) << describe(r);
+  EXPECT_EQ(records.front().rfind("sparkrun: ", 0), 0u) << records.front();
 }
 
 TEST_F(SparkrunInAllocation, SbatchScriptRunsSparkrunOnTheBatchNode) {

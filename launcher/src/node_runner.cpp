@@ -369,7 +369,9 @@ void Runner::on_output(Rank& r, bool is_err) {
   Fd& fd = is_err ? r.err : r.out;
   LineForwarder& fw = is_err ? *r.err_fw : *r.out_fw;
   char buf[65536];
-  for (;;) {
+  // At most 1 MiB per wake-up: a rank that floods its output must not starve the others
+  // (epoll is level-triggered, so the rest comes on the next round).
+  for (int round = 0; round < 16; ++round) {
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n > 0) {
       fw.feed(std::string_view(buf, static_cast<size_t>(n)));

@@ -20,6 +20,12 @@ wait_for() {  # wait_for SECONDS COMMAND...: poll until COMMAND succeeds
   for _ in $(seq $((t * 10))); do "$@" && return 0; sleep 0.1; done
   return 1
 }
+ns_running() {  # every namespace has at least N processes (daemon + ranks)
+  local ns
+  for ns in "$MH_NS1" "$MH_NS2" "$MH_NS3"; do
+    [ "$(ip netns pids "$ns" | wc -l)" -ge "$1" ] || return 1
+  done
+}
 count_ranks() { pgrep -f "$marker" | wc -l; }
 ranks_up() { [ "$(count_ranks)" -ge "$1" ]; }
 
@@ -98,6 +104,21 @@ kill_launcher)
   t0=$(date +%s%N)
   wait_for 10 ns_empty || fail "processes left in a namespace after the launcher died: $(ps -o pid,ppid,stat,wchan:20,cmd -p "$(echo $(ip netns pids "$MH_NS1") $(ip netns pids "$MH_NS2") $(ip netns pids "$MH_NS3") | tr " " ,)")"
   echo "namespaces empty $(( ($(date +%s%N) - t0) / 1000000 )) ms after SIGKILL"
+  ;;
+kill_launcher_link)
+  # Like ssh: the daemon is not the agent's process (setsid --fork), so no parent-death
+  # signal reaches it; it must notice the closed control link, kill its ranks and exit
+  # within a second.
+  sr_link=("$sparkrun" --launch-agent "$MH_AGENT setsid --fork --wait" --control-net "$MH_NET")
+  "${sr_link[@]}" -n 6 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3:2" "$rank" sleep 60 "$marker" >"$out/o" 2>"$out/e" &
+  launcher=$!
+  wait_for 30 ranks_up 6 || fail "ranks did not start"
+  kill -9 $launcher
+  t0=$(date +%s%N)
+  wait_for 10 ns_empty || fail "processes left after the launcher died: $(ip netns pids "$MH_NS1") $(ip netns pids "$MH_NS2") $(ip netns pids "$MH_NS3")"
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  echo "namespaces empty $ms ms after SIGKILL"
+  [ "$ms" -lt 3000 ] || fail "daemons took $ms ms (want about 1 s; 3 s allowed on a loaded machine)"
   ;;
 link_down)
   # Cut host b's link: both sides notice the silent control link (10 s), the launcher
@@ -179,14 +200,15 @@ link_cut)
   # peer on host b and the tcp lane; the job ends with a group abort.
   [ -x "$examples/allreduce_perf" ] || { echo "SKIP: examples/allreduce_perf not built"; exit 77; }
   "${sr[@]}" -n 3 --host "$MH_HOSTS" -x SPARK_TRANSPORT=tcp -x SPARKNET_ROCE_TIMEOUT_MS=2000 \
-    "$examples/allreduce_perf" -b 64K -e 64K -n 1000000 -w 1 -c 0 "$marker" >"$out/o" 2>"$out/e" &
+    "$examples/allreduce_perf" -b 64K -e 64K -n 1000000 -w 1 -c 0 >"$out/o" 2>"$out/e" &
   launcher=$!
-  wait_for 30 grep -q "65536" "$out/o" || sleep 2
+  wait_for 30 ns_running 2 || fail "ranks did not start"
+  sleep 2  # let them connect and run allreduces
   ip link set "$MH_VETH2" down
   wait_for 40 bash -c "! kill -0 $launcher 2>/dev/null" || { kill -9 $launcher; fail "launcher did not end"; }
   wait $launcher
   [ $? != 0 ] || fail "exit code 0 after a cut link"
-  expect "no data from rank 1 on lane tcp" "$out/e"
+  expect "no data from rank [0-9] on lane tcp:[0-9]" "$out/e"
   wait_for 15 ns_empty || fail "processes left in a namespace"
   ;;
 *)

@@ -27,6 +27,9 @@
 #ifndef SPARK_LIBSPARK_APP
 #define SPARK_LIBSPARK_APP ""
 #endif
+#ifndef SPARK_SHARDED_INFER
+#define SPARK_SHARDED_INFER ""
+#endif
 
 namespace fs = std::filesystem;
 
@@ -272,6 +275,66 @@ TEST_F(SparkrunInAllocation, SbatchScriptRunsSparkrunOnTheBatchNode) {
   const std::string out = slurp(dir_ / "job.out");
   ASSERT_EQ(r.status, 0) << describe(r) << "--- job.out:\n" << out;
   EXPECT_EQ(lines_with(out, " of 3: ok sum 6").size(), 3u) << out;
+}
+
+TEST_F(SparkrunInAllocation, SbatchFailStopRecordIsInTheJobOutputAndTheJobFails) {
+  if (std::string(SPARK_LIBSPARK_APP).empty()) GTEST_SKIP() << "libspark is not built";
+  std::ofstream(dir_ / "fail.sh") << "#!/bin/sh\n#SBATCH --ntasks=3\n"
+                                  << "export SPARKNET_ROCE_TIMEOUT_MS=1000\n"
+                                  << SPARK_SPARKRUN << " " << SPARK_LIBSPARK_APP
+                                  << " --stop-rank 2\n";
+  const Result r = sh("sbatch --wait -Q --parsable --output=fail.out fail.sh");
+  const std::string out = slurp(dir_ / "fail.out");
+  EXPECT_EQ(r.status, 1) << "sbatch --wait gives the job's exit code: " << describe(r) << out;
+  const auto records = lines_with(out, "no data from rank 2");
+  ASSERT_GE(records.size(), 1u) << out;
+  EXPECT_EQ(records.front().rfind("sparkrun: rank ", 0), 0u) << records.front();
+  // SLURM's own view of the job (kept for MinJobAge seconds after it ends).
+  std::string job_id = r.out.substr(0, r.out.find_first_of(";\n"));
+  const Result show = sh("scontrol show job " + job_id);
+  EXPECT_NE(show.out.find("JobState=FAILED"), std::string::npos) << describe(show);
+  EXPECT_NE(show.out.find("ExitCode=1:0"), std::string::npos) << describe(show);
+}
+
+// The sbatch example of docs/slurm.md, submitted as written (between its markers).
+TEST_F(SparkrunInAllocation, DocsSbatchExampleRuns) {
+  if (std::string(SPARK_SHARDED_INFER).empty()) GTEST_SKIP() << "libspark is not built";
+  const std::string doc = slurp(SPARK_SLURM_DOC);
+  const auto begin = doc.find("<!-- sbatch-example:begin -->");
+  const auto end = doc.find("<!-- sbatch-example:end -->");
+  ASSERT_NE(begin, std::string::npos) << "marker missing in " << SPARK_SLURM_DOC;
+  ASSERT_NE(end, std::string::npos) << "marker missing in " << SPARK_SLURM_DOC;
+  std::string block = doc.substr(begin, end - begin);
+  const auto open = block.find("```bash\n");
+  const auto close = block.rfind("```");
+  ASSERT_TRUE(open != std::string::npos && close > open) << block;
+  const std::string script = block.substr(open + 8, close - open - 8);
+  ASSERT_EQ(script.rfind("#!/bin/bash\n", 0), 0u) << script;
+  std::ofstream(dir_ / "sharded-infer.sbatch") << script;
+  std::ofstream(dir_ / "prompts.txt") << "the capital of France is\nhello world\n"
+                                      << "two plus two\nwrite a haiku about RDMA\nfail-stop\n";
+  // As a user would have it: sparkrun and the program on PATH.
+  const std::string path = fs::path(SPARK_SPARKRUN).parent_path().string() + ":" +
+                           fs::path(SPARK_SHARDED_INFER).parent_path().string() + ":$PATH";
+  const Result r = sh("PATH=" + path + " sbatch --wait --parsable sharded-infer.sbatch");
+  const std::string job_id = r.out.substr(0, r.out.find_first_of(";\n"));
+  const std::string out = slurp(dir_ / ("sharded-infer-" + job_id + ".out"));
+  ASSERT_EQ(r.status, 0) << describe(r) << "--- job output:\n" << out;
+  EXPECT_EQ(
+      lines_with(out, "[0] sharded_infer: 5 prompts on 3 shards match the unsharded layer").size(),
+      1u)
+      << out;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(lines_with(out, "[" + std::to_string(rank) + "] sharded_infer: rank " +
+                                  std::to_string(rank) + " of 3: shard columns")
+                  .size(),
+              1u)
+        << out;
+  }
+  EXPECT_EQ(lines_with(out, "results: results-" + job_id + ".tsv").size(), 1u) << out;
+  const std::string results = slurp(dir_ / ("results-" + job_id + ".tsv"));
+  EXPECT_EQ(lines_with(results, "\t").size(), 5u) << results;
+  EXPECT_EQ(lines_with(results, "\twrite a haiku about RDMA").size(), 1u) << results;
 }
 
 }  // namespace

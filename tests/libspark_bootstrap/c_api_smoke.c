@@ -4,12 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
+#define CHECK(cond)                                                               \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
       fprintf(stderr, "c_api_smoke: %s failed: %s\n", #cond, spark_last_error()); \
-      return 1;                                                                  \
-    }                                                                            \
+      return 1;                                                                   \
+    }                                                                             \
   } while (0)
 
 int main(void) {

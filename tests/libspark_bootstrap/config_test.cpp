@@ -70,7 +70,8 @@ TEST(Config, TimeoutRefusalsNameVariableValueAndRange) {
   const std::string tail = "; valid: milliseconds in 1..3600000, default 10000";
   EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", ""}}),
             "SPARKNET_ROCE_TIMEOUT_MS=\"\" is refused: empty value (unset the variable to use "
-            "the default)" + tail);
+            "the default)" +
+                tail);
   EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "0"}}),
             "SPARKNET_ROCE_TIMEOUT_MS=\"0\" is refused: out of range" + tail);
   EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "-5"}}),
@@ -83,9 +84,9 @@ TEST(Config, TimeoutRefusalsNameVariableValueAndRange) {
             "SPARKNET_ROCE_TIMEOUT_MS=\" 100\" is refused: not a decimal integer" + tail);
   EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "3600001"}}),
             "SPARKNET_ROCE_TIMEOUT_MS=\"3600001\" is refused: out of range" + tail);
-  EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "99999999999999999999999999"}}),
-            "SPARKNET_ROCE_TIMEOUT_MS=\"99999999999999999999999999\" is refused: out of range" +
-                tail);
+  EXPECT_EQ(
+      refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "99999999999999999999999999"}}),
+      "SPARKNET_ROCE_TIMEOUT_MS=\"99999999999999999999999999\" is refused: out of range" + tail);
   EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "-"}}),
             "SPARKNET_ROCE_TIMEOUT_MS=\"-\" is refused: not a decimal integer" + tail);
   EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "1"}}), "(accepted)");
@@ -128,8 +129,9 @@ TEST(Config, OtherKnobRefusals) {
   EXPECT_EQ(refusal_of({{"SPARK_TRANSPORT", "TCP"}}),
             "SPARK_TRANSPORT=\"TCP\" is refused: not one of the accepted values; valid: "
             "auto|tcp|shm|roce, default auto");
-  EXPECT_EQ(refusal_of({{"SPARK_TCP_LANES", "0"}}),
-            "SPARK_TCP_LANES=\"0\" is refused: out of range; valid: an integer in 1..16, default 2");
+  EXPECT_EQ(
+      refusal_of({{"SPARK_TCP_LANES", "0"}}),
+      "SPARK_TCP_LANES=\"0\" is refused: out of range; valid: an integer in 1..16, default 2");
   EXPECT_EQ(refusal_of({{"SPARK_BARRIER_TIMEOUT_MS", "0"}}),
             "SPARK_BARRIER_TIMEOUT_MS=\"0\" is refused: out of range; valid: milliseconds in "
             "1..86400000, default 600000");
@@ -198,13 +200,33 @@ TEST(Config, TableIsCompleteAndConsistent) {
           << knob.name;
     }
   }
-  for (const char* required :
-       {"SPARKNET_ROCE_TIMEOUT_MS", "SPARK_BARRIER_TIMEOUT_MS", "SPARK_JOIN_TIMEOUT_MS",
-        "SPARK_TRANSPORT", "SPARK_TCP_LANES", "SPARK_RENDEZVOUS", "SPARK_RANK", "SPARK_SIZE",
-        "SPARK_LOCAL_RANK", "SPARK_LOCAL_SIZE", "SPARK_NODE_RANK", "SPARK_JOB_ID", "SPARK_HOST",
-        "SPARK_CPUSET", "SPARK_LANES", "SPARK_IB_HCA", "SPARK_IB_GID_INDEX", "SPARK_TRACE",
-        "SPARK_LOG", "SPARK_TOPOLOGY_XML", "SPARKNET_ROCE_SPIN_LIMIT", "SPARKNET_ROCE_KERNELS",
-        "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"}) {
+  for (const char* required : {"SPARKNET_ROCE_TIMEOUT_MS",
+                               "SPARK_BARRIER_TIMEOUT_MS",
+                               "SPARK_JOIN_TIMEOUT_MS",
+                               "SPARK_TRANSPORT",
+                               "SPARK_TCP_LANES",
+                               "SPARK_RENDEZVOUS",
+                               "SPARK_RANK",
+                               "SPARK_SIZE",
+                               "SPARK_LOCAL_RANK",
+                               "SPARK_LOCAL_SIZE",
+                               "SPARK_NODE_RANK",
+                               "SPARK_JOB_ID",
+                               "SPARK_HOST",
+                               "SPARK_CPUSET",
+                               "SPARK_LANES",
+                               "SPARK_IB_HCA",
+                               "SPARK_IB_GID_INDEX",
+                               "SPARK_TRACE",
+                               "SPARK_LOG",
+                               "SPARK_TOPOLOGY_XML",
+                               "SPARKNET_ROCE_SPIN_LIMIT",
+                               "SPARKNET_ROCE_KERNELS",
+                               "RANK",
+                               "WORLD_SIZE",
+                               "MASTER_ADDR",
+                               "MASTER_PORT",
+                               "LOCAL_RANK"}) {
     EXPECT_NE(spark::config::find_knob(required), nullptr) << required;
   }
   EXPECT_EQ(spark::config::find_knob("SPARK_NOPE"), nullptr);

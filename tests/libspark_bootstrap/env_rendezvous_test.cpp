@@ -119,9 +119,9 @@ TEST(EnvRendezvous, MissingRankZeroIsReportedWithTheAddress) {
     return 0;
   });
   EXPECT_EQ(results[0].exit_code, 99);
-  EXPECT_NE(results[0].report.find("env rendezvous: could not connect to rank 0 at 127.0.0.1:" +
-                                   std::to_string(port) +
-                                   " within 800 ms (SPARK_JOIN_TIMEOUT_MS); last error: "),
+  EXPECT_NE(results[0].report.find(
+                "env rendezvous: could not connect to rank 0 at 127.0.0.1:" + std::to_string(port) +
+                " within 800 ms (SPARK_JOIN_TIMEOUT_MS); last error: "),
             std::string::npos)
       << results[0].report;
 }
@@ -148,8 +148,8 @@ TEST(EnvRendezvous, ARankThatDiesFailsTheFenceAtOnce) {
     EXPECT_EQ(results[r].report,
               "env rendezvous at 127.0.0.1:" + std::to_string(port) + ": rank " +
                   std::to_string(r) +
-                  ": rank 2 did not reach fence 2 (they left the rendezvous: exited or crashed); "
-                  "disconnected: 2 [fast]");
+                  ": fence 2 cannot complete: rank 2 left the rendezvous before reaching it "
+                  "(exited or crashed) [fast]");
   }
 }
 
@@ -167,9 +167,9 @@ TEST(EnvRendezvous, RankZeroKeepsServingUntilTheOthersLeave) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     boot.reset();  // must wait for rank 1
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now() - t0)
-                        .count();
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     report = ms >= 300 ? "waited" : "did not wait: " + std::to_string(ms) + " ms";
     return 0;
   });
@@ -212,8 +212,9 @@ TEST(EnvRendezvous, AbortTellsTheStoreAndExitsWithTheStatus) {
   const auto results = run_ranks({0, 1}, [&](int rank, std::string& report) {
     auto boot = make_bootstrap(Config::from_map(env_for(rank, 2, port)));
     if (rank == 1) {
-      boot->abort(3, "rank 1: allreduce seq 7 step 0: no data from rank 0 on lane tcp:0 after "
-                     "300 ms (timeout 300 ms)");
+      boot->abort(3,
+                  "rank 1: allreduce seq 7 step 0: no data from rank 0 on lane tcp:0 after "
+                  "300 ms (timeout 300 ms)");
     }
     try {
       boot->fence(30s);
@@ -292,9 +293,9 @@ TEST(Bootstrap, RankZeroReportsABusyPort) {
   const auto port = ntohs(addr.sin_port);
   const auto text = config_refusal(env_for(0, 2, port, 1000));
   close(fd);
-  EXPECT_NE(text.find("env rendezvous: rank 0 cannot listen on port " + std::to_string(port) +
-                      ": "),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("env rendezvous: rank 0 cannot listen on port " + std::to_string(port) + ": "),
+      std::string::npos)
       << text;
 }
 

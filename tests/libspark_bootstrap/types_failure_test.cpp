@@ -15,7 +15,7 @@ using spark::FailureRecord;
 using spark::ReduceOp;
 
 TEST(Types, SizesAndNamesRoundTrip) {
-  const std::pair<DType, std::size_t> all[] = {{DType::f32, 4}, {DType::f64, 8}, {DType::f16, 2},
+  const std::pair<DType, std::size_t> all[] = {{DType::f32, 4},  {DType::f64, 8}, {DType::f16, 2},
                                                {DType::bf16, 2}, {DType::i32, 4}, {DType::i64, 8},
                                                {DType::u8, 1}};
   for (auto [dtype, size] : all) {

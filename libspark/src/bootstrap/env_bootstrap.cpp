@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
-#include <tuple>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "bootstrap/node_layout.hpp"
 #include "bootstrap/store_client.hpp"
@@ -54,7 +54,8 @@ class EnvBootstrap final : public Bootstrap {
   ~EnvBootstrap() override {
     if (client_) {
       try {
-        client_->send(wire::Writer(wire::Type::bye).finish(), Clock::now() + std::chrono::seconds(1));
+        client_->send(wire::Writer(wire::Type::bye).finish(),
+                      Clock::now() + std::chrono::seconds(1));
       } catch (const std::exception&) {
         // Rank 0 already gone: nothing left to tell it.
       }
@@ -122,15 +123,15 @@ class EnvBootstrap final : public Bootstrap {
         throw BootstrapError(fmt::format("env rendezvous at {}: rank {}: {}", client_->address(),
                                          params_.rank, in.str()));
       default:
-        throw BootstrapError(fmt::format("env rendezvous: unexpected answer from {}",
-                                         client_->address()));
+        throw BootstrapError(
+            fmt::format("env rendezvous: unexpected answer from {}", client_->address()));
     }
   }
 
   std::vector<std::byte> get(int rank, const std::string& key) override {
     if (rank < 0 || rank >= params_.size) {
-      throw InvalidUsage(fmt::format("bootstrap get: rank {} out of range 0..{}", rank,
-                                     params_.size - 1));
+      throw InvalidUsage(
+          fmt::format("bootstrap get: rank {} out of range 0..{}", rank, params_.size - 1));
     }
     const auto it = entries_.find({rank, key});
     if (it == entries_.end()) {
@@ -178,15 +179,15 @@ class EnvBootstrap final : public Bootstrap {
                   deadline);
     std::vector<std::byte> body;
     if (!client_->receive(body, deadline + kReplyGrace)) {
-      throw BootstrapError(fmt::format("env rendezvous: {} accepted the connection but did not "
-                                       "answer: is it a libspark rendezvous (rank 0)?",
-                                       client_->address()));
+      throw BootstrapError(
+          fmt::format("env rendezvous: {} accepted the connection but did not "
+                      "answer: is it a libspark rendezvous (rank 0)?",
+                      client_->address()));
     }
     wire::Reader in(body);
     const auto type = in.type();
     if (type == wire::Type::error) {
-      throw BootstrapError(
-          fmt::format("env rendezvous at {}: {}", client_->address(), in.str()));
+      throw BootstrapError(fmt::format("env rendezvous at {}: {}", client_->address(), in.str()));
     }
     if (type != wire::Type::welcome) {
       throw BootstrapError(

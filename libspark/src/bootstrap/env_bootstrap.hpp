@@ -15,9 +15,9 @@ namespace spark::bootstrap {
 struct EnvParams {
   int rank = 0;
   int size = 1;
-  std::string host;         ///< rendezvous host ("" when size == 1)
-  std::uint16_t port = 0;   ///< rendezvous port
-  std::string origin;       ///< "SPARK_RENDEZVOUS" or "MASTER_ADDR/MASTER_PORT", for messages
+  std::string host;        ///< rendezvous host ("" when size == 1)
+  std::uint16_t port = 0;  ///< rendezvous port
+  std::string origin;      ///< "SPARK_RENDEZVOUS" or "MASTER_ADDR/MASTER_PORT", for messages
 };
 
 /// nullopt when neither SPARK_RANK/SPARK_SIZE nor RANK/WORLD_SIZE are set.

@@ -112,8 +112,8 @@ class PmixBootstrap final : public Bootstrap {
     v.data.bo.size = value.size();
     const pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &v);
     if (rc != PMIX_SUCCESS) {
-      throw BootstrapError(fmt::format("PMIx: PMIx_Put(\"{}\") failed: {}", key,
-                                       PMIx_Error_string(rc)));
+      throw BootstrapError(
+          fmt::format("PMIx: PMIx_Put(\"{}\") failed: {}", key, PMIx_Error_string(rc)));
     }
   }
 
@@ -141,9 +141,10 @@ class PmixBootstrap final : public Bootstrap {
           rank(), timeout.count()));
     }
     if (rc != PMIX_SUCCESS) {
-      throw BootstrapError(fmt::format("PMIx: rank {}: PMIx_Fence failed: {} (a rank of the job "
-                                       "has probably exited)",
-                                       rank(), PMIx_Error_string(rc)));
+      throw BootstrapError(
+          fmt::format("PMIx: rank {}: PMIx_Fence failed: {} (a rank of the job "
+                      "has probably exited)",
+                      rank(), PMIx_Error_string(rc)));
     }
   }
 
@@ -183,9 +184,10 @@ class PmixBootstrap final : public Bootstrap {
  private:
   long long required(const pmix_proc_t& proc, const char* key) {
     if (auto v = optional(proc, key)) return *v;
-    throw BootstrapError(fmt::format("PMIx: the server does not provide {}: it is not a "
-                                     "complete PMIx launcher",
-                                     key));
+    throw BootstrapError(
+        fmt::format("PMIx: the server does not provide {}: it is not a "
+                    "complete PMIx launcher",
+                    key));
   }
 
   std::optional<long long> optional(const pmix_proc_t& proc, const char* key) {

@@ -53,7 +53,9 @@ StoreClient::StoreClient(const std::string& host, std::uint16_t port, Clock::tim
       address_, timeout_for_message.count(), last_error));
 }
 
-StoreClient::~StoreClient() { close(); }
+StoreClient::~StoreClient() {
+  close();
+}
 
 void StoreClient::close() noexcept {
   boost::system::error_code ignored;

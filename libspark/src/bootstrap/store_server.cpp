@@ -41,7 +41,8 @@ std::string rank_list(const std::vector<int>& ranks) {
 // Everything below runs on the server thread only, except the done_* members (mutex).
 struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
   struct Session : std::enable_shared_from_this<Session> {
-    Session(State& s, tcp::socket sock) : state(s), socket(std::move(sock)), timer(socket.get_executor()) {}
+    Session(State& s, tcp::socket sock)
+        : state(s), socket(std::move(sock)), timer(socket.get_executor()) {}
     State& state;
     tcp::socket socket;
     asio::steady_timer timer;  // fence deadline
@@ -91,10 +92,10 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
   int size;
   std::string job_id;
   tcp::acceptor acceptor;
-  std::map<int, std::shared_ptr<Session>> by_rank;    // ranks currently connected
-  std::set<int> joined;                                // ranks that ever said HELLO
-  std::set<int> left;                                  // ranks that said BYE or disconnected
-  std::map<std::uint64_t, std::set<int>> arrived;      // fence epoch -> ranks
+  std::map<int, std::shared_ptr<Session>> by_rank;  // ranks currently connected
+  std::set<int> joined;                             // ranks that ever said HELLO
+  std::set<int> left;                               // ranks that said BYE or disconnected
+  std::map<std::uint64_t, std::set<int>> arrived;   // fence epoch -> ranks
   std::map<std::pair<int, std::string>, std::vector<std::byte>> entries;
   std::string abort_message;
 
@@ -131,8 +132,8 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
       }
       case wire::Type::abort: {
         const auto status = in.u32();
-        abort_message = fmt::format("rank {} aborted the job (status {}): {}", s.rank, status,
-                                    in.str());
+        abort_message =
+            fmt::format("rank {} aborted the job (status {}): {}", s.rank, status, in.str());
         fail_all_waiters(abort_message);
         return;
       }
@@ -192,14 +193,29 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
     std::vector<int> never;
     std::vector<int> gone;
     for (int r : miss) {
-      if (joined.count(r) == 0) never.push_back(r);
-      else if (left.count(r) != 0) gone.push_back(r);
+      if (joined.count(r) == 0)
+        never.push_back(r);
+      else if (left.count(r) != 0)
+        gone.push_back(r);
     }
     std::string text = fmt::format("rank{} {} did not reach fence {} {}",
                                    miss.size() == 1 ? "" : "s", rank_list(miss), epoch, why);
     if (!never.empty()) text += fmt::format("; never connected: {}", rank_list(never));
     if (!gone.empty()) text += fmt::format("; disconnected: {}", rank_list(gone));
     return text;
+  }
+
+  // Only the ranks that left are named: the others may merely be slower.
+  std::string departed_text(std::uint64_t epoch) const {
+    std::vector<int> gone;
+    const auto& in = arrived.at(epoch);
+    for (int r : left) {
+      if (in.count(r) == 0) gone.push_back(r);
+    }
+    return fmt::format(
+        "fence {} cannot complete: rank{} {} left the rendezvous before reaching "
+        "it (exited or crashed)",
+        epoch, gone.size() == 1 ? "" : "s", rank_list(gone));
   }
 
   void on_fence(Session& s, std::uint64_t epoch, std::uint32_t timeout_ms) {
@@ -210,7 +226,7 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
     // A rank that already left can never arrive: fail now instead of at the deadline.
     for (int r : left) {
       if (in.count(r) == 0) {
-        return fail(s, missing_text(epoch, "(they left the rendezvous: exited or crashed)"));
+        return fail(s, departed_text(epoch));
       }
     }
     if (static_cast<int>(in.size()) == size) return complete(epoch);
@@ -219,8 +235,8 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
       if (ec || self->waiting_epoch != epoch) return;
       // One rank's deadline failing the fence fails it for every waiter, with one message,
       // so that all ranks report the same missing ranks at the same time.
-      self->state.fail_epoch(epoch,
-                             self->state.missing_text(epoch, fmt::format("within {} ms", timeout_ms)));
+      self->state.fail_epoch(
+          epoch, self->state.missing_text(epoch, fmt::format("within {} ms", timeout_ms)));
     });
   }
 
@@ -262,7 +278,7 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
     // Waiters in a fence that this rank never reached can no longer complete.
     for (auto& [r, s] : by_rank) {
       if (s->waiting_epoch != 0 && arrived[s->waiting_epoch].count(rank) == 0) {
-        fail(*s, missing_text(s->waiting_epoch, "(they left the rendezvous: exited or crashed)"));
+        fail(*s, departed_text(s->waiting_epoch));
       }
     }
     if (static_cast<int>(left.size()) == size) {

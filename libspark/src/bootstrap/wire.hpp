@@ -25,7 +25,8 @@ enum class Type : std::uint8_t {
   bye,         // C->S: (empty) this rank is done with the store
 };
 
-inline constexpr std::uint32_t kMaxFrame = 64u << 20;  // endpoint blobs are tiny; a cap stops garbage
+inline constexpr std::uint32_t kMaxFrame = 64u
+                                           << 20;  // endpoint blobs are tiny; a cap stops garbage
 
 /// Thrown on malformed frames (a peer that is not a libspark rendezvous).
 class ProtocolError : public std::runtime_error {

@@ -47,7 +47,7 @@ ensure_packages() {
 # A TCP port nobody uses, from a range well below the ephemeral ports.
 free_port() {
   local used port
-  used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
+  used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u || true)
   for _ in $(seq 200); do
     port=$((20000 + RANDOM % 10000))
     grep -qx "$port" <<<"$used" || { echo "$port"; return 0; }
@@ -120,7 +120,9 @@ stop_cluster() {
     export SLURM_CONF="$dir/slurm.conf"
     timeout 5 scancel --quiet --user="$(id -un)" 2>/dev/null || true
     for _ in $(seq 50); do  # KillWait=2: cancelled steps end within a few seconds
-      [[ -z "$(timeout 5 squeue -h -o %i 2>/dev/null)" ]] && break
+      local jobs
+      jobs=$(timeout 5 squeue -h -o %i 2>/dev/null) || break  # slurmctld gone: nothing to wait for
+      [[ -z "$jobs" ]] && break
       sleep 0.1
     done
     unset SLURM_CONF

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,7 +69,18 @@ std::string run_rank(const Options& o, int me, int ctl) {
   vo.slots = o.slots;
   vo.slot_bytes = o.slot_bytes;
   vo.timeout_ms = o.timeout_ms;
-  VerbsTransport t(me, o.ranks, peers, vo);
+  auto owner = std::make_unique<VerbsTransport>(me, o.ranks, peers, vo);
+  // On a failure the transport (and its liveness connections) must outlive the report, or
+  // the other ranks would see this one "gone" instead of their own failure: keep it alive
+  // then; the parent kills every rank at the end.
+  struct Keep {
+    std::unique_ptr<VerbsTransport>& owner;
+    bool ok = false;
+    ~Keep() {
+      if (!ok) (void)owner.release();
+    }
+  } keep{owner};
+  VerbsTransport& t = *owner;
   if (me == 0) std::printf("%s", t.describe().c_str());
   std::fflush(stdout);
   send_frame(ctl, t.endpoint());
@@ -165,6 +177,7 @@ std::string run_rank(const Options& o, int me, int ctl) {
            std::to_string(want_lanes) + " lanes carried data";
   send_frame(ctl, "barrier");  // peers may still need our credits: leave together
   if (!recv_frame(ctl, &go)) return "lost the parent";
+  keep.ok = true;  // destroyed normally (QPs, MRs, CQs, PDs, contexts in reverse order)
   return "";
 }
 
@@ -222,6 +235,8 @@ int main(int argc, char** argv) {
         err = "rank " + std::to_string(r) + ": " + e.what();
       }
       try { send_frame(sv[1], err.empty() ? "ok" : "FAIL " + err); } catch (...) {}
+      std::string wait_for_end;
+      recv_frame(sv[1], &wait_for_end);  // stay (and stay connected) until the parent ends us
       ::_exit(err.empty() ? 0 : 1);
     }
     ::close(sv[1]);

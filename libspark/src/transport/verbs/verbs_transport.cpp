@@ -1,5 +1,13 @@
 #include "transport/verbs/verbs_transport.hpp"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -165,12 +173,101 @@ VerbsTransport::VerbsTransport(int rank, int size, std::vector<int> peers, Verbs
     }
     peers_[static_cast<std::size_t>(r)] = std::move(pr);
   }
+  open_listener();
 }
 
-VerbsTransport::~VerbsTransport() = default;
+VerbsTransport::~VerbsTransport() {
+  for (auto& p : peers_)
+    if (p && p->live_fd >= 0) ::close(p->live_fd);
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+void VerbsTransport::open_listener() {
+  const Gid& g = lanes_.front()->gid.gid;
+  if (!is_ipv4_mapped(g)) return;  // no IPv4 on lane 0: deadlines alone detect dead peers
+  std::memcpy(&listen_ip_, g.data() + 12, 4);
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) throw_call("socket (RoCE liveness)", lanes_.front()->name, errno);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = listen_ip_;
+  a.sin_port = 0;
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(listen_fd_, static_cast<int>(peer_ranks_.size()) + 8) != 0)
+    throw_call("bind/listen on " + gid_text(g) + " (RoCE liveness)", lanes_.front()->name, errno);
+  socklen_t len = sizeof a;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  listen_port_ = ntohs(a.sin_port);
+}
+
+void VerbsTransport::connect_liveness(const std::vector<std::uint32_t>& ipv4,
+                                      const std::vector<std::uint16_t>& ports) {
+  if (listen_fd_ < 0) return;
+  // Connect to higher ranks (their listen backlog accepts before they call accept), then
+  // accept the lower ones: no ordering deadlock.
+  int lower = 0;
+  for (int r : peer_ranks_) {
+    if (r < rank_) {
+      ++lower;
+      continue;
+    }
+    if (ipv4[static_cast<std::size_t>(r)] == 0) continue;
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = ipv4[static_cast<std::size_t>(r)];
+    a.sin_port = htons(ports[static_cast<std::size_t>(r)]);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      int err = errno;
+      if (fd >= 0) ::close(fd);
+      throw VerbsError(call_failed("connect to rank " + std::to_string(r) + " (RoCE liveness)", lanes_.front()->name, err));
+    }
+    std::int32_t me = rank_;
+    if (::send(fd, &me, sizeof me, MSG_NOSIGNAL) != sizeof me) {
+      ::close(fd);
+      throw VerbsError("RoCE liveness: cannot greet rank " + std::to_string(r));
+    }
+    peer(r).live_fd = fd;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<std::uint32_t>(opt_.timeout_ms, 10000));
+  while (lower > 0) {
+    pollfd pfd{listen_fd_, POLLIN, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || ::poll(&pfd, 1, static_cast<int>(left.count())) <= 0)
+      throw VerbsError("RoCE liveness: " + std::to_string(lower) + " lower-ranked peer(s) never connected");
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    std::int32_t who = -1;
+    pollfd rp{fd, POLLIN, 0};
+    if (::poll(&rp, 1, 5000) <= 0 || ::recv(fd, &who, sizeof who, MSG_WAITALL) != sizeof who || who < 0 ||
+        who >= rank_ || !peers_[static_cast<std::size_t>(who)] || peer(who).live_fd >= 0) {
+      ::close(fd);
+      continue;
+    }
+    peer(who).live_fd = fd;
+    --lower;
+  }
+}
+
+bool VerbsTransport::check_alive(Peer& p, int peer_rank) {
+  if (p.closed) return false;
+  if (p.live_fd < 0) return true;
+  pollfd pfd{p.live_fd, POLLIN, 0};
+  if (::poll(&pfd, 1, 0) <= 0) return true;
+  char c;
+  ssize_t n = ::recv(p.live_fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    p.closed = true;
+    if (p.error.empty())
+      p.error = "rank " + std::to_string(peer_rank) + " closed its connection (process gone)";
+  }
+  return !p.closed;
+}
 
 std::string VerbsTransport::endpoint() const {
   std::string out;
+  put_u32(out, listen_ip_);  // network order as is; 0 = no liveness connection
+  put_u32(out, listen_port_);
   put_u32(out, static_cast<std::uint32_t>(peer_ranks_.size() * lanes_.size()));
   for (int r : peer_ranks_) {
     for (std::size_t li = 0; li < lanes_.size(); ++li) {
@@ -185,9 +282,13 @@ std::string VerbsTransport::endpoint() const {
 }
 
 void VerbsTransport::connect_all(const std::vector<std::string>& endpoints) {
+  std::vector<std::uint32_t> ips(static_cast<std::size_t>(size_), 0);
+  std::vector<std::uint16_t> ports(static_cast<std::size_t>(size_), 0);
   for (int r : peer_ranks_) {
     const std::string& blob = endpoints.at(static_cast<std::size_t>(r));
     std::size_t pos = 0;
+    ips[static_cast<std::size_t>(r)] = get_u32(blob, pos);
+    ports[static_cast<std::size_t>(r)] = static_cast<std::uint16_t>(get_u32(blob, pos));
     std::uint32_t n = get_u32(blob, pos);
     std::vector<bool> got(lanes_.size(), false);
     for (std::uint32_t k = 0; k < n; ++k) {
@@ -219,6 +320,7 @@ void VerbsTransport::connect_all(const std::vector<std::string>& endpoints) {
       }
     }
   }
+  connect_liveness(ips, ports);
 }
 
 std::string VerbsTransport::describe() const {
@@ -377,10 +479,11 @@ void VerbsTransport::block(int, WaitKind, std::chrono::microseconds max) {
 
 PeerState VerbsTransport::peer_state(int peer_rank, std::string* detail) {
   progress();
-  const Peer& p = peer(peer_rank);
+  Peer& p = peer(peer_rank);
+  check_alive(p, peer_rank);
   if (p.error.empty()) return PeerState::ok;
   if (detail != nullptr) *detail = p.error;
-  return PeerState::error;
+  return p.closed ? PeerState::closed : PeerState::error;
 }
 
 }  // namespace spark::transport

@@ -11,6 +11,11 @@
 // the flag in place; release() writes the released count into the sender's credit word.
 // Flags and data live in plain pinned host memory that a GB10 GPU can also read in place.
 //
+// Liveness: RDMA has no "peer closed" signal (a write to a vanished QP only fails after the
+// retry budget, and Soft-RoCE may never fail it), so every pair also holds one idle TCP
+// connection over the lane-0 network: a dead peer process closes it at once (peer_state ->
+// closed), a stopped one does not (its silence is left to the deadline).
+//
 // Completions: flag and credit writes are signaled; an error completion marks the peer
 // failed with "RDMA write to rank P on lane DEV failed: <ibv_wc_status_str>" which the wait
 // point turns into the FailureRecord. QP retry timing comes from qp_timeouts(timeout_ms), so
@@ -93,6 +98,8 @@ class VerbsTransport final : public Transport {
     std::vector<Link> links;  ///< per lane
     std::uint64_t tx_count = 0, rx_count = 0;
     std::string error;        ///< first error completion, "" while healthy
+    int live_fd = -1;         ///< liveness connection (-1: none)
+    bool closed = false;
   };
 
   std::size_t stride() const noexcept;
@@ -103,6 +110,9 @@ class VerbsTransport final : public Transport {
   void post_credit(int peer_rank, int lane, Link& l);
   void poll_lane(std::size_t lane);
   std::uint64_t wr_id(int peer_rank, int lane) const noexcept;
+  void open_listener();
+  void connect_liveness(const std::vector<std::uint32_t>& ipv4, const std::vector<std::uint16_t>& ports);
+  bool check_alive(Peer& p, int peer_rank);
 
   int rank_;
   int size_;
@@ -110,6 +120,9 @@ class VerbsTransport final : public Transport {
   VerbsOptions opt_;
   verbs::QpTimeouts timeouts_;
   int max_wr_ = 0;
+  int listen_fd_ = -1;
+  std::uint32_t listen_ip_ = 0;  ///< network order; the lane-0 GID's IPv4 (0 = none)
+  std::uint16_t listen_port_ = 0;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank; QPs die before lanes
 };

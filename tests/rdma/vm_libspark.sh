@@ -1,0 +1,16 @@
+# Runs inside the VM (vm_run.sh): libspark's own collective correctness and fail-stop tests
+# on the RoCE transport (SPARK_TEST_ROCE adds "roce" to their transport list; the rendezvous
+# runs over the VM's loopback, the data over rxe0).
+set -u
+failed=0
+run() {
+  name=$1; shift
+  echo "=== $name: $*"
+  t0=$(date +%s)
+  if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
+}
+export SPARK_TEST_ROCE=1
+export SPARK_LANES=rxe0
+run collectives_roce libspark_collectives_test --gtest_filter='*roce_2ranks*:*roce_3ranks*' --gtest_brief=1
+run fault_roce libspark_fault_test --gtest_filter='*roce*' --gtest_brief=1
+exit $failed

@@ -130,10 +130,18 @@ int spark_finalize(spark_comm* comm) {
   return SPARK_OK;
 }
 
-int spark_rank(const spark_comm* comm) { return comm ? comm->comm.rank() : -1; }
-int spark_size(const spark_comm* comm) { return comm ? comm->comm.size() : -1; }
-int spark_local_rank(const spark_comm* comm) { return comm ? comm->comm.local_rank() : -1; }
-int spark_local_size(const spark_comm* comm) { return comm ? comm->comm.local_size() : -1; }
+int spark_rank(const spark_comm* comm) {
+  return comm ? comm->comm.rank() : -1;
+}
+int spark_size(const spark_comm* comm) {
+  return comm ? comm->comm.size() : -1;
+}
+int spark_local_rank(const spark_comm* comm) {
+  return comm ? comm->comm.local_rank() : -1;
+}
+int spark_local_size(const spark_comm* comm) {
+  return comm ? comm->comm.local_size() : -1;
+}
 
 int spark_allreduce(spark_comm* comm, const void* send, void* recv, size_t count, int dtype,
                     int op) {
@@ -153,8 +161,7 @@ int spark_reduce_scatter(spark_comm* comm, const void* send, void* recv, size_t 
   });
 }
 
-int spark_allgather(spark_comm* comm, const void* send, void* recv, size_t send_count,
-                    int dtype) {
+int spark_allgather(spark_comm* comm, const void* send, void* recv, size_t send_count, int dtype) {
   return guarded([&] {
     checked(comm, "spark_allgather")
         .allgather(send, recv, send_count, to_dtype(dtype, "spark_allgather"));
@@ -202,12 +209,15 @@ int spark_barrier(spark_comm* comm) {
 
 int spark_set_timeout_ms(spark_comm* comm, uint32_t ms) {
   return guarded([&] {
-    if (ms == 0) throw spark::InvalidUsage("spark_set_timeout_ms: the timeout must be at least 1 ms");
+    if (ms == 0)
+      throw spark::InvalidUsage("spark_set_timeout_ms: the timeout must be at least 1 ms");
     checked(comm, "spark_set_timeout_ms").set_timeout_ms(ms);
   });
 }
 
-uint32_t spark_timeout_ms(const spark_comm* comm) { return comm ? comm->comm.timeout_ms() : 0; }
+uint32_t spark_timeout_ms(const spark_comm* comm) {
+  return comm ? comm->comm.timeout_ms() : 0;
+}
 
 int spark_failure(const spark_comm* comm, spark_failure_record* out) {
   if (comm == nullptr || out == nullptr) {
@@ -251,10 +261,16 @@ int spark_format_failure(const spark_failure_record* record, char* buf, size_t s
   }
 }
 
-const char* spark_last_error(void) { return t_last_error.c_str(); }
+const char* spark_last_error(void) {
+  return t_last_error.c_str();
+}
 
-size_t spark_failure_record_size(void) { return sizeof(spark_failure_record); }
+size_t spark_failure_record_size(void) {
+  return sizeof(spark_failure_record);
+}
 
-const char* spark_version(void) { return spark::kVersion; }
+const char* spark_version(void) {
+  return spark::kVersion;
+}
 
 }  // extern "C"

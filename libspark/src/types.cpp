@@ -12,12 +12,24 @@ namespace spark {
 namespace {
 
 constexpr std::array<std::pair<std::string_view, DType>, 18> kDTypeNames{{
-    {"f32", DType::f32},      {"float", DType::f32},     {"float32", DType::f32},
-    {"f64", DType::f64},      {"double", DType::f64},    {"float64", DType::f64},
-    {"f16", DType::f16},      {"half", DType::f16},      {"float16", DType::f16},
-    {"bf16", DType::bf16},    {"bfloat16", DType::bf16}, {"i32", DType::i32},
-    {"int32", DType::i32},    {"int", DType::i32},       {"i64", DType::i64},
-    {"int64", DType::i64},    {"u8", DType::u8},         {"uint8", DType::u8},
+    {"f32", DType::f32},
+    {"float", DType::f32},
+    {"float32", DType::f32},
+    {"f64", DType::f64},
+    {"double", DType::f64},
+    {"float64", DType::f64},
+    {"f16", DType::f16},
+    {"half", DType::f16},
+    {"float16", DType::f16},
+    {"bf16", DType::bf16},
+    {"bfloat16", DType::bf16},
+    {"i32", DType::i32},
+    {"int32", DType::i32},
+    {"int", DType::i32},
+    {"i64", DType::i64},
+    {"int64", DType::i64},
+    {"u8", DType::u8},
+    {"uint8", DType::u8},
 }};
 
 constexpr std::array<std::pair<std::string_view, ReduceOp>, 5> kOpNames{{

@@ -58,16 +58,16 @@ typedef enum spark_failure_cause {
 /* The fail-stop record; same fields and layout as spark::FailureRecord. Strings are
  * NUL-terminated. */
 typedef struct spark_failure_record {
-  int32_t rank;     /* the rank that detected the failure */
-  int32_t peer;     /* the rank it was waiting on */
-  uint64_t seq;     /* sequence number of the operation */
-  uint32_t step;    /* step inside the operation */
+  int32_t rank;  /* the rank that detected the failure */
+  int32_t peer;  /* the rank it was waiting on */
+  uint64_t seq;  /* sequence number of the operation */
+  uint32_t step; /* step inside the operation */
   uint32_t waited_ms;
   uint32_t timeout_ms;
-  uint8_t cause;    /* spark_failure_cause */
+  uint8_t cause; /* spark_failure_cause */
   int64_t time_unix_ns;
-  char lane[32];    /* e.g. "tcp:1", "shm" */
-  char op[24];      /* e.g. "allreduce" */
+  char lane[32]; /* e.g. "tcp:1", "shm" */
+  char op[24];   /* e.g. "allreduce" */
   char detail[128];
 } spark_failure_record;
 

@@ -171,20 +171,20 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
   }
 
   // Typed values of the hot knobs, and value-specific checks.
-  cfg.timeout_ms_ = static_cast<std::uint32_t>(
-      parse_integer(*find_knob("SPARKNET_ROCE_TIMEOUT_MS"), *cfg.value("SPARKNET_ROCE_TIMEOUT_MS")));
+  cfg.timeout_ms_ = static_cast<std::uint32_t>(parse_integer(
+      *find_knob("SPARKNET_ROCE_TIMEOUT_MS"), *cfg.value("SPARKNET_ROCE_TIMEOUT_MS")));
   cfg.barrier_timeout_ms_ = static_cast<std::uint32_t>(parse_integer(
       *find_knob("SPARK_BARRIER_TIMEOUT_MS"), *cfg.value("SPARK_BARRIER_TIMEOUT_MS")));
   cfg.join_timeout_ms_ = static_cast<std::uint32_t>(
       parse_integer(*find_knob("SPARK_JOIN_TIMEOUT_MS"), *cfg.value("SPARK_JOIN_TIMEOUT_MS")));
-  cfg.tcp_lanes_ = static_cast<int>(
-      parse_integer(*find_knob("SPARK_TCP_LANES"), *cfg.value("SPARK_TCP_LANES")));
+  cfg.tcp_lanes_ =
+      static_cast<int>(parse_integer(*find_knob("SPARK_TCP_LANES"), *cfg.value("SPARK_TCP_LANES")));
   cfg.spin_us_ = static_cast<std::uint32_t>(
       parse_integer(*find_knob("SPARK_SPIN_US"), *cfg.value("SPARK_SPIN_US")));
   {
     const auto t = *cfg.value("SPARK_TRANSPORT");
-    cfg.transport_ = t == "tcp"   ? Transport::tcp
-                     : t == "shm" ? Transport::shm
+    cfg.transport_ = t == "tcp"    ? Transport::tcp
+                     : t == "shm"  ? Transport::shm
                      : t == "roce" ? Transport::roce
                                    : Transport::auto_select;
     const auto b = *cfg.value("SPARK_BOOTSTRAP");
@@ -202,8 +202,7 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
   if (auto addr = cfg.value("SPARK_TCP_ADDR")) validate_ipv4(*find_knob("SPARK_TCP_ADDR"), *addr);
 
   // Relations between knobs.
-  auto check_pair = [&](std::string_view rank_name, std::string_view size_name,
-                        bool need_both) {
+  auto check_pair = [&](std::string_view rank_name, std::string_view size_name, bool need_both) {
     const auto r = cfg.int_value(rank_name);
     const auto s = cfg.int_value(size_name);
     if (need_both && r.has_value() != s.has_value()) {
@@ -213,9 +212,9 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
                                     *cfg.value(set), unset));
     }
     if (r && s && *r >= *s) {
-      throw ConfigError(fmt::format(
-          "{}={} is refused: it must be less than {}={} (valid ranks are 0..{})", rank_name, *r,
-          size_name, *s, *s - 1));
+      throw ConfigError(
+          fmt::format("{}={} is refused: it must be less than {}={} (valid ranks are 0..{})",
+                      rank_name, *r, size_name, *s, *s - 1));
     }
   };
   check_pair("SPARK_RANK", "SPARK_SIZE", true);
@@ -224,8 +223,8 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
   check_pair("LOCAL_RANK", "LOCAL_WORLD_SIZE", false);
   if (const auto ls = cfg.int_value("SPARK_LOCAL_SIZE"), s = cfg.int_value("SPARK_SIZE");
       ls && s && *ls > *s) {
-    throw ConfigError(fmt::format(
-        "SPARK_LOCAL_SIZE={} is refused: it must not exceed SPARK_SIZE={}", *ls, *s));
+    throw ConfigError(
+        fmt::format("SPARK_LOCAL_SIZE={} is refused: it must not exceed SPARK_SIZE={}", *ls, *s));
   }
   return cfg;
 }
@@ -242,7 +241,9 @@ std::optional<std::string> Config::value(std::string_view name) const {
   return entry(name).value;
 }
 
-Source Config::source(std::string_view name) const { return entry(name).source; }
+Source Config::source(std::string_view name) const {
+  return entry(name).source;
+}
 
 std::optional<int> Config::int_value(std::string_view name) const {
   const auto& e = entry(name);
@@ -250,43 +251,105 @@ std::optional<int> Config::int_value(std::string_view name) const {
   return static_cast<int>(parse_integer(*find_knob(name), *e.value));
 }
 
-std::uint32_t Config::timeout_ms() const noexcept { return timeout_ms_; }
-std::uint32_t Config::barrier_timeout_ms() const noexcept { return barrier_timeout_ms_; }
-std::uint32_t Config::join_timeout_ms() const noexcept { return join_timeout_ms_; }
-bool Config::abort_on_failure() const noexcept { return abort_on_failure_; }
-Transport Config::transport() const noexcept { return transport_; }
-int Config::tcp_lanes() const noexcept { return tcp_lanes_; }
-std::optional<std::string> Config::tcp_addr() const { return value("SPARK_TCP_ADDR"); }
-std::uint32_t Config::spin_us() const noexcept { return spin_us_; }
-std::optional<std::string> Config::ib_hca() const { return value("SPARK_IB_HCA"); }
-std::optional<int> Config::ib_gid_index() const { return int_value("SPARK_IB_GID_INDEX"); }
-std::optional<std::string> Config::lanes() const { return value("SPARK_LANES"); }
-BootstrapKind Config::bootstrap() const noexcept { return bootstrap_; }
-bool Config::pmix_present() const noexcept { return pmix_present_; }
-std::optional<int> Config::rank() const { return int_value("SPARK_RANK"); }
-std::optional<int> Config::size() const { return int_value("SPARK_SIZE"); }
-std::optional<int> Config::local_rank() const { return int_value("SPARK_LOCAL_RANK"); }
-std::optional<int> Config::local_size() const { return int_value("SPARK_LOCAL_SIZE"); }
-std::optional<int> Config::node_rank() const { return int_value("SPARK_NODE_RANK"); }
-std::optional<std::string> Config::job_id() const { return value("SPARK_JOB_ID"); }
-std::optional<std::string> Config::host() const { return value("SPARK_HOST"); }
-std::optional<std::string> Config::rendezvous() const { return value("SPARK_RENDEZVOUS"); }
-std::optional<std::string> Config::cpuset() const { return value("SPARK_CPUSET"); }
-std::optional<int> Config::torch_rank() const { return int_value("RANK"); }
-std::optional<int> Config::torch_world_size() const { return int_value("WORLD_SIZE"); }
-std::optional<int> Config::torch_local_rank() const { return int_value("LOCAL_RANK"); }
+std::uint32_t Config::timeout_ms() const noexcept {
+  return timeout_ms_;
+}
+std::uint32_t Config::barrier_timeout_ms() const noexcept {
+  return barrier_timeout_ms_;
+}
+std::uint32_t Config::join_timeout_ms() const noexcept {
+  return join_timeout_ms_;
+}
+bool Config::abort_on_failure() const noexcept {
+  return abort_on_failure_;
+}
+Transport Config::transport() const noexcept {
+  return transport_;
+}
+int Config::tcp_lanes() const noexcept {
+  return tcp_lanes_;
+}
+std::optional<std::string> Config::tcp_addr() const {
+  return value("SPARK_TCP_ADDR");
+}
+std::uint32_t Config::spin_us() const noexcept {
+  return spin_us_;
+}
+std::optional<std::string> Config::ib_hca() const {
+  return value("SPARK_IB_HCA");
+}
+std::optional<int> Config::ib_gid_index() const {
+  return int_value("SPARK_IB_GID_INDEX");
+}
+std::optional<std::string> Config::lanes() const {
+  return value("SPARK_LANES");
+}
+BootstrapKind Config::bootstrap() const noexcept {
+  return bootstrap_;
+}
+bool Config::pmix_present() const noexcept {
+  return pmix_present_;
+}
+std::optional<int> Config::rank() const {
+  return int_value("SPARK_RANK");
+}
+std::optional<int> Config::size() const {
+  return int_value("SPARK_SIZE");
+}
+std::optional<int> Config::local_rank() const {
+  return int_value("SPARK_LOCAL_RANK");
+}
+std::optional<int> Config::local_size() const {
+  return int_value("SPARK_LOCAL_SIZE");
+}
+std::optional<int> Config::node_rank() const {
+  return int_value("SPARK_NODE_RANK");
+}
+std::optional<std::string> Config::job_id() const {
+  return value("SPARK_JOB_ID");
+}
+std::optional<std::string> Config::host() const {
+  return value("SPARK_HOST");
+}
+std::optional<std::string> Config::rendezvous() const {
+  return value("SPARK_RENDEZVOUS");
+}
+std::optional<std::string> Config::cpuset() const {
+  return value("SPARK_CPUSET");
+}
+std::optional<int> Config::torch_rank() const {
+  return int_value("RANK");
+}
+std::optional<int> Config::torch_world_size() const {
+  return int_value("WORLD_SIZE");
+}
+std::optional<int> Config::torch_local_rank() const {
+  return int_value("LOCAL_RANK");
+}
 std::optional<int> Config::torch_local_world_size() const {
   return int_value("LOCAL_WORLD_SIZE");
 }
-std::optional<std::string> Config::master_addr() const { return value("MASTER_ADDR"); }
-std::optional<int> Config::master_port() const { return int_value("MASTER_PORT"); }
-LogLevel Config::log_level() const noexcept { return log_level_; }
+std::optional<std::string> Config::master_addr() const {
+  return value("MASTER_ADDR");
+}
+std::optional<int> Config::master_port() const {
+  return int_value("MASTER_PORT");
+}
+LogLevel Config::log_level() const noexcept {
+  return log_level_;
+}
 const std::vector<std::string>& Config::log_subsystems() const noexcept {
   return log_subsystems_;
 }
-std::optional<std::string> Config::trace_path() const { return value("SPARK_TRACE"); }
-std::optional<std::string> Config::topology_xml() const { return value("SPARK_TOPOLOGY_XML"); }
-const std::vector<std::string>& Config::unknown_variables() const noexcept { return unknown_; }
+std::optional<std::string> Config::trace_path() const {
+  return value("SPARK_TRACE");
+}
+std::optional<std::string> Config::topology_xml() const {
+  return value("SPARK_TOPOLOGY_XML");
+}
+const std::vector<std::string>& Config::unknown_variables() const noexcept {
+  return unknown_;
+}
 
 std::string Config::describe_sources() const {
   std::string out = "# libspark configuration: NAME=VALUE [source]\n";

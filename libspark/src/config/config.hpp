@@ -38,14 +38,14 @@ enum class KnobOrigin : std::uint8_t {
 
 struct Knob {
   std::string_view name;
-  std::string_view type;           ///< human-readable type, e.g. "milliseconds", "auto|tcp|shm|roce"
+  std::string_view type;  ///< human-readable type, e.g. "milliseconds", "auto|tcp|shm|roce"
   std::string_view default_value;  ///< "" = unset (no default)
   std::string_view doc;            ///< one or two sentences for --print-config and the docs
   KnobType kind = KnobType::string;
   KnobOrigin origin = KnobOrigin::user;
-  std::int64_t min = 0;            ///< integer / milliseconds only
-  std::int64_t max = 0;            ///< integer / milliseconds only
-  std::string_view choices;        ///< choice only, '|'-separated
+  std::int64_t min = 0;      ///< integer / milliseconds only
+  std::int64_t max = 0;      ///< integer / milliseconds only
+  std::string_view choices;  ///< choice only, '|'-separated
 };
 
 /// Every variable libspark reads (SPARK_*, SPARKNET_*, torchrun's), in a fixed order.
@@ -82,40 +82,40 @@ class Config {
   bool abort_on_failure() const noexcept;
 
   // --- transports --------------------------------------------------------------------------
-  Transport transport() const noexcept;            ///< SPARK_TRANSPORT (auto)
-  int tcp_lanes() const noexcept;                  ///< SPARK_TCP_LANES (connections per peer)
-  std::optional<std::string> tcp_addr() const;     ///< SPARK_TCP_ADDR (IPv4 to listen on/publish)
-  std::uint32_t spin_us() const noexcept;          ///< SPARK_SPIN_US (spin before blocking)
-  std::optional<std::string> ib_hca() const;       ///< SPARK_IB_HCA (comma list of devices)
-  std::optional<int> ib_gid_index() const;         ///< SPARK_IB_GID_INDEX (unset = from sysfs)
-  std::optional<std::string> lanes() const;        ///< SPARK_LANES (set by sparkrun)
+  Transport transport() const noexcept;         ///< SPARK_TRANSPORT (auto)
+  int tcp_lanes() const noexcept;               ///< SPARK_TCP_LANES (connections per peer)
+  std::optional<std::string> tcp_addr() const;  ///< SPARK_TCP_ADDR (IPv4 to listen on/publish)
+  std::uint32_t spin_us() const noexcept;       ///< SPARK_SPIN_US (spin before blocking)
+  std::optional<std::string> ib_hca() const;    ///< SPARK_IB_HCA (comma list of devices)
+  std::optional<int> ib_gid_index() const;      ///< SPARK_IB_GID_INDEX (unset = from sysfs)
+  std::optional<std::string> lanes() const;     ///< SPARK_LANES (set by sparkrun)
 
   // --- bootstrap -----------------------------------------------------------------------------
-  BootstrapKind bootstrap() const noexcept;        ///< SPARK_BOOTSTRAP (auto)
+  BootstrapKind bootstrap() const noexcept;  ///< SPARK_BOOTSTRAP (auto)
   /// True when PMIX_RANK or PMIX_NAMESPACE was present: a PMIx server launched this process.
   bool pmix_present() const noexcept;
-  std::optional<int> rank() const;                 ///< SPARK_RANK
-  std::optional<int> size() const;                 ///< SPARK_SIZE
-  std::optional<int> local_rank() const;           ///< SPARK_LOCAL_RANK
-  std::optional<int> local_size() const;           ///< SPARK_LOCAL_SIZE
-  std::optional<int> node_rank() const;            ///< SPARK_NODE_RANK
-  std::optional<std::string> job_id() const;       ///< SPARK_JOB_ID
-  std::optional<std::string> host() const;         ///< SPARK_HOST (node identity)
-  std::optional<std::string> rendezvous() const;   ///< SPARK_RENDEZVOUS (host:port)
-  std::optional<std::string> cpuset() const;       ///< SPARK_CPUSET
-  std::optional<int> torch_rank() const;           ///< RANK
-  std::optional<int> torch_world_size() const;     ///< WORLD_SIZE
-  std::optional<int> torch_local_rank() const;     ///< LOCAL_RANK
+  std::optional<int> rank() const;                    ///< SPARK_RANK
+  std::optional<int> size() const;                    ///< SPARK_SIZE
+  std::optional<int> local_rank() const;              ///< SPARK_LOCAL_RANK
+  std::optional<int> local_size() const;              ///< SPARK_LOCAL_SIZE
+  std::optional<int> node_rank() const;               ///< SPARK_NODE_RANK
+  std::optional<std::string> job_id() const;          ///< SPARK_JOB_ID
+  std::optional<std::string> host() const;            ///< SPARK_HOST (node identity)
+  std::optional<std::string> rendezvous() const;      ///< SPARK_RENDEZVOUS (host:port)
+  std::optional<std::string> cpuset() const;          ///< SPARK_CPUSET
+  std::optional<int> torch_rank() const;              ///< RANK
+  std::optional<int> torch_world_size() const;        ///< WORLD_SIZE
+  std::optional<int> torch_local_rank() const;        ///< LOCAL_RANK
   std::optional<int> torch_local_world_size() const;  ///< LOCAL_WORLD_SIZE
-  std::optional<std::string> master_addr() const;  ///< MASTER_ADDR
-  std::optional<int> master_port() const;          ///< MASTER_PORT
+  std::optional<std::string> master_addr() const;     ///< MASTER_ADDR
+  std::optional<int> master_port() const;             ///< MASTER_PORT
 
   // --- diagnostics ---------------------------------------------------------------------------
-  LogLevel log_level() const noexcept;             ///< SPARK_LOG level part (warn)
+  LogLevel log_level() const noexcept;  ///< SPARK_LOG level part (warn)
   /// SPARK_LOG subsystems ("SPARK_LOG=info:tcp,bootstrap"); empty = all.
   const std::vector<std::string>& log_subsystems() const noexcept;
-  std::optional<std::string> trace_path() const;   ///< SPARK_TRACE
-  std::optional<std::string> topology_xml() const; ///< SPARK_TOPOLOGY_XML
+  std::optional<std::string> trace_path() const;    ///< SPARK_TRACE
+  std::optional<std::string> topology_xml() const;  ///< SPARK_TOPOLOGY_XML
 
   // --- generic access ------------------------------------------------------------------------
   /// The raw (validated) value of a knob, or nullopt when unset and without default.

@@ -73,8 +73,8 @@ std::string generate() {
          "value and the valid range (an empty variable never means 0: unset it to get the\n"
          "default). `sparkrun --print-config` prints the effective values and where each came\n"
          "from.\n";
-  for (auto origin : {KnobOrigin::user, KnobOrigin::launcher, KnobOrigin::torchrun,
-                      KnobOrigin::removed}) {
+  for (auto origin :
+       {KnobOrigin::user, KnobOrigin::launcher, KnobOrigin::torchrun, KnobOrigin::removed}) {
     out << "\n## " << section(origin) << "\n\n"
         << "| Variable | Type | Default | Valid | Description |\n"
         << "| --- | --- | --- | --- | --- |\n";

@@ -10,6 +10,7 @@ namespace {
 constexpr std::int64_t kMaxRanks = 1 << 20;
 
 // Field order: name, type, default, doc, kind, origin, min, max, choices.
+// clang-format off
 constexpr Knob kKnobs[] = {
     // --- fail-stop -----------------------------------------------------------------------------
     {"SPARKNET_ROCE_TIMEOUT_MS", "milliseconds", "10000",
@@ -124,10 +125,13 @@ constexpr Knob kKnobs[] = {
      "Removed option. Setting it (even empty) is an error.", KnobType::refused,
      KnobOrigin::removed, 0, 0, {}},
 };
+// clang-format on
 
 }  // namespace
 
-std::span<const Knob> knobs() noexcept { return kKnobs; }
+std::span<const Knob> knobs() noexcept {
+  return kKnobs;
+}
 
 const Knob* find_knob(std::string_view name) noexcept {
   auto it = std::find_if(std::begin(kKnobs), std::end(kKnobs),

@@ -99,8 +99,8 @@ std::string refused_variable_message(const Knob& knob, std::string_view value) {
         value);
   }
   return fmt::format(
-      "{} is set (\"{}\") but this option was removed and has no replacement: unset {}",
-      knob.name, value, knob.name);
+      "{} is set (\"{}\") but this option was removed and has no replacement: unset {}", knob.name,
+      value, knob.name);
 }
 
 }  // namespace spark::config

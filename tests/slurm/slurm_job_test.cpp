@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "slurm_allocation.hpp"
 #include "slurm_hostlist.hpp"
 
 #ifndef SPARK_PMIX_PROBE
@@ -335,6 +336,22 @@ TEST_F(SparkrunInAllocation, DocsSbatchExampleRuns) {
   const std::string results = slurp(dir_ / ("results-" + job_id + ".tsv"));
   EXPECT_EQ(lines_with(results, "\t").size(), 5u) << results;
   EXPECT_EQ(lines_with(results, "\twrite a haiku about RDMA").size(), 1u) << results;
+}
+
+// Binding stays inside the cpus sparkrun was given (the allocation's cpuset when SLURM
+// confines jobs; here `taskset`, since the test cluster runs TaskPlugin=task/none).
+TEST_F(SparkrunInAllocation, BindingStaysInsideTheCpusSparkrunWasGiven) {
+  const std::vector<int> cpus = spark::launch::slurm::process_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 cpus to leave one out";
+  const std::string last = std::to_string(cpus.back());
+  const Result r = sh("salloc -Q -n 1 taskset -c " + last + " " + SPARK_SPARKRUN +
+                      " --bind-to core " + SPARK_ALLOCATION_PROBE);
+  if (r.status == 2 && r.err.find("not available in this build") != std::string::npos) {
+    GTEST_SKIP() << "sparkrun has no --bind-to yet: " << r.err;
+  }
+  ASSERT_EQ(r.status, 0) << describe(r);
+  // Rank 0 bound to the first core of the machine would print cpus=0.
+  EXPECT_NE(r.out.find("cpus=" + last + "\n"), std::string::npos) << describe(r);
 }
 
 }  // namespace

@@ -62,9 +62,9 @@ class EnvBootstrap final : public Bootstrap {
       client_->close();
     }
     if (server_) {
-      // Keep serving until every rank has said goodbye (or vanished), so that a rank 0 that
-      // finishes first does not pull the store from under the others.
-      (void)server_->wait_until_all_left(join_timeout_);
+      // Keep serving until nobody still needs an answer, so that a rank 0 that finishes
+      // first does not pull the store from under the others mid-reply.
+      (void)server_->drain(join_timeout_);
     }
   }
 

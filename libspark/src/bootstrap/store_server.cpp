@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <deque>
+#include <future>
 #include <map>
 #include <set>
 #include <vector>
@@ -99,9 +100,17 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
   std::map<std::pair<int, std::string>, std::vector<std::byte>> entries;
   std::string abort_message;
 
-  std::mutex done_mutex;
-  std::condition_variable done_cv;
-  bool all_left = false;
+  // Rank 0 may stop serving once it has left itself and nobody still needs an answer: every
+  // other rank has left, or is idle (not in a fence, nothing left to send to it). An idle rank
+  // cannot complete any later fence without rank 0 anyway; it gets a clear error instead.
+  bool may_stop() const {
+    if (static_cast<int>(left.size()) == size) return true;
+    if (left.count(0) == 0) return false;
+    for (const auto& [r, s] : by_rank) {
+      if (s->waiting_epoch != 0 || !s->out.empty()) return false;
+    }
+    return true;
+  }
 
   void accept() {
     acceptor.async_accept([self = shared_from_this()](auto ec, tcp::socket sock) {
@@ -281,11 +290,6 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
         fail(*s, departed_text(s->waiting_epoch));
       }
     }
-    if (static_cast<int>(left.size()) == size) {
-      std::lock_guard lock(done_mutex);
-      all_left = true;
-      done_cv.notify_all();
-    }
   }
 
   void on_closed(Session& s) {
@@ -338,9 +342,17 @@ StoreServer::~StoreServer() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool StoreServer::wait_until_all_left(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(state_->done_mutex);
-  return state_->done_cv.wait_for(lock, timeout, [&] { return state_->all_left; });
+bool StoreServer::drain(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto done = std::make_shared<std::promise<bool>>();
+    auto result = done->get_future();
+    asio::post(state_->io, [state = state_, done] { done->set_value(state->may_stop()); });
+    if (result.wait_until(deadline) != std::future_status::ready) return false;
+    if (result.get()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 }  // namespace spark::bootstrap

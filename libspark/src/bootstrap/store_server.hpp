@@ -5,10 +5,8 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -24,9 +22,10 @@ class StoreServer {
 
   std::uint16_t port() const noexcept { return port_; }
 
-  /// Waits until every rank has joined and then left (BYE or disconnect), or until timeout.
-  /// Keeps rank 0's process serving while other ranks still use the store. True when all left.
-  bool wait_until_all_left(std::chrono::milliseconds timeout);
+  /// Called by rank 0 after its own client has said BYE: keeps serving until no rank still
+  /// needs an answer (every rank left, or the others are idle and their replies, e.g. "fence
+  /// cannot complete: rank 0 left", are flushed), or until timeout. True when drained.
+  bool drain(std::chrono::milliseconds timeout);
 
  private:
   struct State;

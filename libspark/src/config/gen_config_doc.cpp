@@ -73,6 +73,38 @@ std::string generate() {
          "value and the valid range (an empty variable never means 0: unset it to get the\n"
          "default). `sparkrun --print-config` prints the effective values and where each came\n"
          "from.\n";
+  out << R"(
+## How ranks find each other
+
+`spark::init()` (and `spark_init()`) picks the bootstrap once, in this order; `SPARK_BOOTSTRAP`
+forces one:
+
+1. **PMIx** when a PMIx server started the process (`PMIX_RANK` or `PMIX_NAMESPACE` is set):
+   sparkrun, `srun --mpi=pmix`, `mpirun`. Endpoints go through PMIx_Put/Commit, a collecting
+   PMIx_Fence and PMIx_Get; rank, size, local rank/size and node come from the server.
+2. **Environment rendezvous** when `SPARK_RANK`/`SPARK_SIZE` (or torchrun's `RANK`/`WORLD_SIZE`)
+   are set. Rank 0 listens on the port of `SPARK_RENDEZVOUS=HOST:PORT` (else
+   `MASTER_ADDR:MASTER_PORT`) on every interface and serves a small key-value store; every
+   rank connects to it (retrying while rank 0 is not up yet) within `SPARK_JOIN_TIMEOUT_MS`.
+   Ranks exchange their node id (`SPARK_HOST`, else the hostname), from which local rank, local
+   size and node index follow. A fence that cannot complete fails on every waiting rank with
+   the same message naming the missing ranks (`ranks 1, 3 did not reach fence 1 within
+   60000 ms; never connected: 3`), or at once when a rank exits (`fence 2 cannot complete:
+   rank 2 left the rendezvous before reaching it (exited or crashed)`). Rank 0 keeps serving
+   after it is done until no rank still waits for an answer. Do not reuse torch's
+   `MASTER_PORT` when the same program also starts torch.distributed: both would listen there.
+3. **Singleton**: one rank, no network.
+
+## On a failure
+
+With `SPARK_ON_FAILURE=abort` (default) a rank whose communicator fails reports the one-line
+record and ends the group: under PMIx with PMIx_Abort (the launcher stops every rank and
+prints the line), under the environment rendezvous by telling rank 0's store and exiting with
+status 1 (its peers see its connections close and fail at once, each with its own record).
+`SPARK_ON_FAILURE=raise` only fails the communicator: every call then throws
+`spark::CommFailure` (C API: returns `SPARK_ERR_COMM_FAILED`, `spark_failure()` gives the
+record), and the application must exit itself.
+)";
   for (auto origin :
        {KnobOrigin::user, KnobOrigin::launcher, KnobOrigin::torchrun, KnobOrigin::removed}) {
     out << "\n## " << section(origin) << "\n\n"

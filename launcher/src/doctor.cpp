@@ -30,7 +30,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+std::string mib(std::uint64_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
+}
 
 std::string first_line(const fs::path& p) {
   std::ifstream in(p);
@@ -41,10 +43,14 @@ std::string first_line(const fs::path& p) {
 
 const char* status_text(Status s) {
   switch (s) {
-    case Status::ok: return "ok";
-    case Status::warn: return "WARN";
-    case Status::fail: return "FAIL";
-    case Status::info: return "info";
+    case Status::ok:
+      return "ok";
+    case Status::warn:
+      return "WARN";
+    case Status::fail:
+      return "FAIL";
+    case Status::info:
+      return "info";
   }
   return "?";
 }
@@ -57,50 +63,59 @@ std::vector<Row> evaluate(const HostFacts& f, int expect_mtu) {
     rows.push_back({"rdma devices", "-", Status::fail,
                     "sparkrun was built without libibverbs: install libibverbs-dev and rebuild"});
   } else if (f.devices.empty()) {
-    rows.push_back({"rdma devices", "-", Status::fail, f.no_device.empty() ? "no RDMA device found" : f.no_device});
+    rows.push_back({"rdma devices", "-", Status::fail,
+                    f.no_device.empty() ? "no RDMA device found" : f.no_device});
   }
   for (const DeviceFacts& d : f.devices) {
     if (!d.error.empty() && d.port_state.empty()) {
       rows.push_back({"rdma device", d.name, Status::fail, d.error});
       continue;
     }
-    rows.push_back({"link state", d.name, d.port_state == "ACTIVE" ? Status::ok : Status::fail,
-                    "port 1 " + d.port_state + (d.link_layer.empty() ? "" : ", " + d.link_layer) +
-                        (d.port_state == "ACTIVE" ? "" : ": check the cable and `ip link set <netdev> up`")});
+    rows.push_back(
+        {"link state", d.name, d.port_state == "ACTIVE" ? Status::ok : Status::fail,
+         "port 1 " + d.port_state + (d.link_layer.empty() ? "" : ", " + d.link_layer) +
+             (d.port_state == "ACTIVE" ? "" : ": check the cable and `ip link set <netdev> up`")});
     if (d.gid_index >= 0) {
-      rows.push_back({"RoCE v2 GID", d.name, Status::ok, "index " + std::to_string(d.gid_index) + " " + d.gid});
+      rows.push_back({"RoCE v2 GID", d.name, Status::ok,
+                      "index " + std::to_string(d.gid_index) + " " + d.gid});
     } else {
-      rows.push_back({"RoCE v2 GID", d.name, Status::fail, d.error.empty() ? "no IPv4 RoCE v2 GID" : d.error});
+      rows.push_back(
+          {"RoCE v2 GID", d.name, Status::fail, d.error.empty() ? "no IPv4 RoCE v2 GID" : d.error});
     }
     std::string nd = d.netdev.empty() ? "netdev ?" : d.netdev;
     if (d.netdev_mtu == 0) {
       rows.push_back({"MTU", d.name, Status::warn,
-                      nd + " MTU unknown, path MTU " + std::to_string(d.active_mtu) + " (expected " +
-                          std::to_string(expect_mtu) + ")"});
+                      nd + " MTU unknown, path MTU " + std::to_string(d.active_mtu) +
+                          " (expected " + std::to_string(expect_mtu) + ")"});
     } else if (d.netdev_mtu < expect_mtu) {
       rows.push_back({"MTU", d.name, Status::warn,
-                      nd + " MTU " + std::to_string(d.netdev_mtu) + ", path MTU " + std::to_string(d.active_mtu) +
-                          ": expected " + std::to_string(expect_mtu) + " (ip link set " +
+                      nd + " MTU " + std::to_string(d.netdev_mtu) + ", path MTU " +
+                          std::to_string(d.active_mtu) + ": expected " +
+                          std::to_string(expect_mtu) + " (ip link set " +
                           (d.netdev.empty() ? std::string("DEV") : d.netdev) + " mtu " +
                           std::to_string(expect_mtu) + " on every node; a reboot can reset it)"});
     } else {
       rows.push_back({"MTU", d.name, Status::ok,
-                      nd + " MTU " + std::to_string(d.netdev_mtu) + ", path MTU " + std::to_string(d.active_mtu)});
+                      nd + " MTU " + std::to_string(d.netdev_mtu) + ", path MTU " +
+                          std::to_string(d.active_mtu)});
     }
   }
   if (!f.memlock) {
     rows.push_back({"locked memory", "ulimit -l", Status::ok, "unlimited"});
   } else if (*f.memlock < kMinMemlock) {
-    rows.push_back({"locked memory", "ulimit -l", Status::fail,
-                    mib(*f.memlock) + " (need >= " + mib(kMinMemlock) +
-                        "): `ulimit -l unlimited`, `* - memlock unlimited` in /etc/security/limits.conf, "
-                        "or LimitMEMLOCK=infinity in the systemd unit"});
+    rows.push_back(
+        {"locked memory", "ulimit -l", Status::fail,
+         mib(*f.memlock) + " (need >= " + mib(kMinMemlock) +
+             "): `ulimit -l unlimited`, `* - memlock unlimited` in /etc/security/limits.conf, "
+             "or LimitMEMLOCK=infinity in the systemd unit"});
   } else {
     rows.push_back({"locked memory", "ulimit -l", Status::ok, mib(*f.memlock)});
   }
-  for (const std::string& p : f.env_problems) rows.push_back({"environment", "SPARK_*", Status::fail, p});
-  rows.push_back({"library", "PMIx", f.pmix.empty() ? Status::warn : Status::ok,
-                  f.pmix.empty() ? "not built in (apt-get install libpmix-dev and rebuild)" : f.pmix});
+  for (const std::string& p : f.env_problems)
+    rows.push_back({"environment", "SPARK_*", Status::fail, p});
+  rows.push_back(
+      {"library", "PMIx", f.pmix.empty() ? Status::warn : Status::ok,
+       f.pmix.empty() ? "not built in (apt-get install libpmix-dev and rebuild)" : f.pmix});
   rows.push_back({"library", "hwloc", f.hwloc.empty() ? Status::warn : Status::ok,
                   f.hwloc.empty() ? "unknown" : f.hwloc});
   rows.push_back({"library", "rdma-core", f.rdma_core.empty() ? Status::warn : Status::ok,
@@ -114,18 +129,23 @@ std::string render(const std::vector<Row>& rows) {
     w0 = std::max(w0, r.check.size());
     w1 = std::max(w1, r.item.size());
   }
-  auto pad = [](const std::string& s, std::size_t w) { return s + std::string(w > s.size() ? w - s.size() : 0, ' '); };
-  std::string out = pad("CHECK", w0) + "  " + pad("ITEM", w1) + "  " + pad("STATUS", w2) + "  DETAIL\n";
+  auto pad = [](const std::string& s, std::size_t w) {
+    return s + std::string(w > s.size() ? w - s.size() : 0, ' ');
+  };
+  std::string out =
+      pad("CHECK", w0) + "  " + pad("ITEM", w1) + "  " + pad("STATUS", w2) + "  DETAIL\n";
   int fails = 0, warns = 0;
   for (const Row& r : rows) {
-    out += pad(r.check, w0) + "  " + pad(r.item, w1) + "  " + pad(status_text(r.status), w2) + "  " + r.detail + "\n";
+    out += pad(r.check, w0) + "  " + pad(r.item, w1) + "  " + pad(status_text(r.status), w2) +
+           "  " + r.detail + "\n";
     fails += r.status == Status::fail;
     warns += r.status == Status::warn;
   }
   if (fails == 0 && warns == 0) {
     out += "sparkrun doctor: all well\n";
   } else {
-    out += "sparkrun doctor: " + std::to_string(fails) + " problem(s), " + std::to_string(warns) + " warning(s)\n";
+    out += "sparkrun doctor: " + std::to_string(fails) + " problem(s), " + std::to_string(warns) +
+           " warning(s)\n";
   }
   return out;
 }
@@ -145,7 +165,8 @@ HostFacts gather(const std::string& sysfs) {
     f.hwloc = "API " + std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." +
               std::to_string(v & 0xff);
     // The release is not queryable at run time; the library file names its soname version.
-    if (Dl_info info{}; dladdr(reinterpret_cast<void*>(&hwloc_get_api_version), &info) != 0 && info.dli_fname) {
+    if (Dl_info info{};
+        dladdr(reinterpret_cast<void*>(&hwloc_get_api_version), &info) != 0 && info.dli_fname) {
       std::error_code ec;
       std::string real = fs::canonical(info.dli_fname, ec).filename().string();
       if (!real.empty()) f.hwloc += " (" + real + ")";
@@ -157,7 +178,8 @@ HostFacts gather(const std::string& sysfs) {
 #ifdef SPARK_DOCTOR_HAVE_VERBS
   // rdma-core has no version call: the file name of the loaded libibverbs carries it
   // (libibverbs.so.1.14.44.0 = rdma-core 44).
-  if (Dl_info info{}; dladdr(reinterpret_cast<void*>(&ibv_get_device_list), &info) != 0 && info.dli_fname) {
+  if (Dl_info info{};
+      dladdr(reinterpret_cast<void*>(&ibv_get_device_list), &info) != 0 && info.dli_fname) {
     std::error_code ec;
     std::string real = fs::canonical(info.dli_fname, ec).filename().string();
     f.rdma_core = real.empty() ? info.dli_fname : real;
@@ -208,7 +230,8 @@ HostFacts gather(const std::string& sysfs) {
         d.error = "ibv_query_port failed: " + std::string(std::strerror(rc));
       } else {
         d.port_state = attr.state == IBV_PORT_ACTIVE ? "ACTIVE" : ibv_port_state_str(attr.state);
-        for (char& c : d.port_state) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        for (char& c : d.port_state)
+          c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
         d.link_layer = attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
         d.active_mtu = verbs::mtu_bytes(attr.active_mtu);
       }
@@ -219,7 +242,8 @@ HostFacts gather(const std::string& sysfs) {
       verbs::GidChoice g = verbs::select_gid(ib_root, d.name, 1, gid_override);
       d.gid_index = g.index;
       d.gid = verbs::gid_text(g.gid);
-      d.netdev = first_line(fs::path(ib_root) / d.name / "ports/1/gid_attrs/ndevs" / std::to_string(g.index));
+      d.netdev = first_line(fs::path(ib_root) / d.name / "ports/1/gid_attrs/ndevs" /
+                            std::to_string(g.index));
     } catch (const std::exception& e) {
       if (d.error.empty()) d.error = e.what();
     }
@@ -254,9 +278,11 @@ int doctor_main(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       std::fputs(
           "usage: sparkrun doctor [--expect-mtu N] [--sysfs DIR]\n"
-          "Read-only checks of this host: RDMA devices and link state, the RoCE v2 GID per device,\n"
+          "Read-only checks of this host: RDMA devices and link state, the RoCE v2 GID per "
+          "device,\n"
           "interface MTU (9000 expected on a Spark; 1500 is a warning), the locked-memory limit,\n"
-          "PMIx / hwloc / rdma-core versions, and SPARK_IB_HCA / SPARK_LANES / SPARK_IB_GID_INDEX.\n"
+          "PMIx / hwloc / rdma-core versions, and SPARK_IB_HCA / SPARK_LANES / "
+          "SPARK_IB_GID_INDEX.\n"
           "Exit status 0 only when every check is ok.\n",
           stdout);
       return 0;
@@ -268,13 +294,16 @@ int doctor_main(int argc, char** argv) {
         continue;
       }
       auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), expect_mtu);
-      if (v.empty() || ec != std::errc() || p != v.data() + v.size() || expect_mtu < 256 || expect_mtu > 65536) {
-        std::fprintf(stderr, "sparkrun doctor: --expect-mtu '%s' is not an MTU (256..65536)\n", v.c_str());
+      if (v.empty() || ec != std::errc() || p != v.data() + v.size() || expect_mtu < 256 ||
+          expect_mtu > 65536) {
+        std::fprintf(stderr, "sparkrun doctor: --expect-mtu '%s' is not an MTU (256..65536)\n",
+                     v.c_str());
         return 2;
       }
       continue;
     }
-    std::fprintf(stderr, "sparkrun doctor: unknown argument '%s' (see sparkrun doctor --help)\n", a.c_str());
+    std::fprintf(stderr, "sparkrun doctor: unknown argument '%s' (see sparkrun doctor --help)\n",
+                 a.c_str());
     return 2;
   }
   auto rows = evaluate(gather(sysfs), expect_mtu);

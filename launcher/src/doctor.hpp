@@ -12,24 +12,24 @@
 namespace spark::launch::doctor {
 
 struct DeviceFacts {
-  std::string name;              ///< e.g. "rocep1s0f0"
-  std::string port_state;        ///< "ACTIVE", "DOWN", ... ("" when the query failed)
-  std::string link_layer;        ///< "Ethernet" / "InfiniBand"
-  int active_mtu = 0;            ///< path MTU in bytes (256..4096)
-  std::string netdev;            ///< e.g. "enp1s0f0np0" ("" when unknown)
-  int netdev_mtu = 0;            ///< interface MTU (0 when unknown)
-  int gid_index = -1;            ///< chosen IPv4 RoCE v2 GID (-1: none)
-  std::string gid;               ///< its value, e.g. "::ffff:10.0.0.1"
-  std::string error;             ///< why a fact is missing (GID lookup, query failure)
+  std::string name;        ///< e.g. "rocep1s0f0"
+  std::string port_state;  ///< "ACTIVE", "DOWN", ... ("" when the query failed)
+  std::string link_layer;  ///< "Ethernet" / "InfiniBand"
+  int active_mtu = 0;      ///< path MTU in bytes (256..4096)
+  std::string netdev;      ///< e.g. "enp1s0f0np0" ("" when unknown)
+  int netdev_mtu = 0;      ///< interface MTU (0 when unknown)
+  int gid_index = -1;      ///< chosen IPv4 RoCE v2 GID (-1: none)
+  std::string gid;         ///< its value, e.g. "::ffff:10.0.0.1"
+  std::string error;       ///< why a fact is missing (GID lookup, query failure)
 };
 
 struct HostFacts {
-  bool verbs_built = true;       ///< sparkrun was built with libibverbs
+  bool verbs_built = true;  ///< sparkrun was built with libibverbs
   std::vector<DeviceFacts> devices;
-  std::string no_device;         ///< the plain message when there is no RDMA device
-  std::optional<std::uint64_t> memlock;  ///< RLIMIT_MEMLOCK soft limit (nullopt = unlimited)
-  std::string pmix, hwloc, rdma_core;    ///< versions ("" = not available)
-  std::vector<std::string> env_problems; ///< invalid SPARK_IB_* / SPARK_LANES values
+  std::string no_device;                  ///< the plain message when there is no RDMA device
+  std::optional<std::uint64_t> memlock;   ///< RLIMIT_MEMLOCK soft limit (nullopt = unlimited)
+  std::string pmix, hwloc, rdma_core;     ///< versions ("" = not available)
+  std::vector<std::string> env_problems;  ///< invalid SPARK_IB_* / SPARK_LANES values
 };
 
 enum class Status { ok, warn, fail, info };

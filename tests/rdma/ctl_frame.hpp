@@ -17,7 +17,8 @@ inline void write_all(int fd, const void* p, std::size_t n) {
   while (n > 0) {
     ssize_t w = ::write(fd, b, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw std::runtime_error("write to control socket: " + std::string(std::strerror(errno)));
+    if (w <= 0)
+      throw std::runtime_error("write to control socket: " + std::string(std::strerror(errno)));
     b += w;
     n -= static_cast<std::size_t>(w);
   }

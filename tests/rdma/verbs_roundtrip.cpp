@@ -57,8 +57,8 @@ struct Options {
   int kill_rank = -1;
   int at_seq = 5;
   int bad_rkey_rank = -1;  ///< this rank writes with a wrong rkey at round at_seq
-  int delay_ms = 0;    ///< healthy ranks pause this long before posting round at_seq
-  std::string expect;  ///< text every healthy rank's failure line must contain
+  int delay_ms = 0;        ///< healthy ranks pause this long before posting round at_seq
+  std::string expect;      ///< text every healthy rank's failure line must contain
 };
 
 std::string to_str(const std::vector<std::byte>& v) {
@@ -80,10 +80,10 @@ class Rank {
 
   // Returns "" on success, else the failure line.
   std::string run() {
-    const std::size_t slot = 64 + o_.bytes;           // flag word (padded) + payload
-    const std::size_t per_peer = 2 * slot;            // two slots: lock-step rounds
-    const std::size_t region = per_peer * o_.ranks;   // mailboxes, indexed by sender
-    const std::size_t staging = slot * o_.ranks;      // what this rank writes out
+    const std::size_t slot = 64 + o_.bytes;          // flag word (padded) + payload
+    const std::size_t per_peer = 2 * slot;           // two slots: lock-step rounds
+    const std::size_t region = per_peer * o_.ranks;  // mailboxes, indexed by sender
+    const std::size_t staging = slot * o_.ranks;     // what this rank writes out
     check_memlock(region + staging);
 
     ctx_ = open_device(o_.device);
@@ -123,9 +123,11 @@ class Rank {
       connect_rc_qp(qps_[p], local[p], remote_[p], p, timeouts_);
     }
     if (me_ == 0) {
-      std::printf("rank 0: %s, GID index %d (%s), path MTU %u, QP timeout 2^%d x 4.096 us x %d tries = %.0f ms\n",
-                  o_.device.c_str(), gid.index, gid_text(gid.gid).c_str(), local[1].mtu,
-                  timeouts_.timeout, timeouts_.retry_cnt + 1, timeouts_.give_up_ms);
+      std::printf(
+          "rank 0: %s, GID index %d (%s), path MTU %u, QP timeout 2^%d x 4.096 us x %d tries = "
+          "%.0f ms\n",
+          o_.device.c_str(), gid.index, gid_text(gid.gid).c_str(), local[1].mtu, timeouts_.timeout,
+          timeouts_.retry_cnt + 1, timeouts_.give_up_ms);
       std::fflush(stdout);
     }
     send_frame(ctl_, "ready");
@@ -156,10 +158,13 @@ class Rank {
       std::uint64_t raddr = r.addr + s;
       // Payload first, then the flag: one RC QP delivers the two writes in order.
       // Fault injection: a wrong rkey makes the peer's NIC refuse the write.
-      const std::uint32_t rkey =
-          (me_ == o_.bad_rkey_rank && static_cast<int>(seq) == o_.at_seq) ? r.rkey ^ 0x5a5a00 : r.rkey;
-      int rc = post_write(qps_[p].get(), 2 * p, st + 64, o_.bytes, mr_->lkey, raddr + 64, rkey, false);
-      if (rc == 0) rc = post_write(qps_[p].get(), 2 * p + 1, st, 8, mr_->lkey, raddr, r.rkey, true, true);
+      const std::uint32_t rkey = (me_ == o_.bad_rkey_rank && static_cast<int>(seq) == o_.at_seq)
+                                     ? r.rkey ^ 0x5a5a00
+                                     : r.rkey;
+      int rc =
+          post_write(qps_[p].get(), 2 * p, st + 64, o_.bytes, mr_->lkey, raddr + 64, rkey, false);
+      if (rc == 0)
+        rc = post_write(qps_[p].get(), 2 * p + 1, st, 8, mr_->lkey, raddr, r.rkey, true, true);
       if (rc != 0) return fail(seq, p, call_failed("ibv_post_send", o_.device, rc));
       ++outstanding;
     }
@@ -178,7 +183,8 @@ class Rank {
           auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
           return "rank " + std::to_string(me_) + ": roundtrip seq " + std::to_string(seq) +
                  ": no data from rank " + std::to_string(p) + " on lane " + o_.device + " after " +
-                 std::to_string(waited.count()) + " ms (timeout " + std::to_string(o_.timeout_ms) + " ms)";
+                 std::to_string(waited.count()) + " ms (timeout " + std::to_string(o_.timeout_ms) +
+                 " ms)";
         }
         ::sched_yield();
       }
@@ -191,7 +197,8 @@ class Rank {
     while (outstanding > 0) {
       std::string err = poll_cq(seq, &outstanding);
       if (!err.empty()) return err;
-      if (Clock::now() >= deadline) return fail(seq, -1, "write completions missing at the deadline");
+      if (Clock::now() >= deadline)
+        return fail(seq, -1, "write completions missing at the deadline");
       ::sched_yield();
     }
     return "";
@@ -211,8 +218,8 @@ class Rank {
   }
 
   std::string fail(std::uint64_t seq, int peer, const std::string& what) {
-    return "rank " + std::to_string(me_) + ": roundtrip seq " + std::to_string(seq) +
-           ": rank " + std::to_string(peer) + " on lane " + o_.device + ": " + what;
+    return "rank " + std::to_string(me_) + ": roundtrip seq " + std::to_string(seq) + ": rank " +
+           std::to_string(peer) + " on lane " + o_.device + ": " + what;
   }
 
   const Options& o_;
@@ -247,23 +254,43 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc + 1; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> const char* {
-      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
       return argv[++i];
     };
-    if (a == "--ranks") o.ranks = parse_int(val(), "--ranks");
-    else if (a == "--device") o.device = val();
-    else if (a == "--iters") o.iters = parse_int(val(), "--iters");
-    else if (a == "--bytes") o.bytes = static_cast<std::uint32_t>(parse_int(val(), "--bytes")) / 8 * 8;
-    else if (a == "--timeout-ms") o.timeout_ms = static_cast<std::uint32_t>(parse_int(val(), "--timeout-ms"));
-    else if (a == "--stop-rank") o.stop_rank = parse_int(val(), "--stop-rank");
-    else if (a == "--kill-rank") o.kill_rank = parse_int(val(), "--kill-rank");
-    else if (a == "--at-seq") o.at_seq = parse_int(val(), "--at-seq");
-    else if (a == "--bad-rkey-rank") o.bad_rkey_rank = parse_int(val(), "--bad-rkey-rank");
-    else if (a == "--delay-ms") o.delay_ms = parse_int(val(), "--delay-ms");
-    else if (a == "--expect") o.expect = val();
-    else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+    if (a == "--ranks")
+      o.ranks = parse_int(val(), "--ranks");
+    else if (a == "--device")
+      o.device = val();
+    else if (a == "--iters")
+      o.iters = parse_int(val(), "--iters");
+    else if (a == "--bytes")
+      o.bytes = static_cast<std::uint32_t>(parse_int(val(), "--bytes")) / 8 * 8;
+    else if (a == "--timeout-ms")
+      o.timeout_ms = static_cast<std::uint32_t>(parse_int(val(), "--timeout-ms"));
+    else if (a == "--stop-rank")
+      o.stop_rank = parse_int(val(), "--stop-rank");
+    else if (a == "--kill-rank")
+      o.kill_rank = parse_int(val(), "--kill-rank");
+    else if (a == "--at-seq")
+      o.at_seq = parse_int(val(), "--at-seq");
+    else if (a == "--bad-rkey-rank")
+      o.bad_rkey_rank = parse_int(val(), "--bad-rkey-rank");
+    else if (a == "--delay-ms")
+      o.delay_ms = parse_int(val(), "--delay-ms");
+    else if (a == "--expect")
+      o.expect = val();
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
   }
-  if (o.ranks < 2 || o.ranks > 16) { std::fprintf(stderr, "--ranks must be 2..16\n"); return 2; }
+  if (o.ranks < 2 || o.ranks > 16) {
+    std::fprintf(stderr, "--ranks must be 2..16\n");
+    return 2;
+  }
   const int faulty = o.stop_rank >= 0 ? o.stop_rank : o.kill_rank;
   const int reporter = o.bad_rkey_rank;  // reports the error completion itself
   const auto t0 = Clock::now();
@@ -273,9 +300,15 @@ int main(int argc, char** argv) {
   std::vector<pid_t> pids(o.ranks);
   for (int r = 0; r < o.ranks; ++r) {
     int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) { perror("socketpair"); return 1; }
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      perror("socketpair");
+      return 1;
+    }
     pid_t pid = ::fork();
-    if (pid < 0) { perror("fork"); return 1; }
+    if (pid < 0) {
+      perror("fork");
+      return 1;
+    }
     if (pid == 0) {
       ::close(sv[0]);
       for (int q = 0; q < r; ++q) ::close(ctl[q]);
@@ -286,7 +319,10 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         err = "rank " + std::to_string(r) + ": " + e.what();
       }
-      try { send_frame(sv[1], err.empty() ? "ok" : "FAIL " + err); } catch (...) {}
+      try {
+        send_frame(sv[1], err.empty() ? "ok" : "FAIL " + err);
+      } catch (...) {
+      }
       ::_exit(err.empty() ? 0 : 1);
     }
     ::close(sv[1]);
@@ -294,7 +330,10 @@ int main(int argc, char** argv) {
     pids[r] = pid;
   }
 
-  auto kill_all = [&] { for (pid_t p : pids) if (p > 0) ::kill(p, SIGKILL); };
+  auto kill_all = [&] {
+    for (pid_t p : pids)
+      if (p > 0) ::kill(p, SIGKILL);
+  };
   bool ok = true;
   // Wire-up: endpoint of r for peer p goes to p.
   std::vector<std::vector<std::string>> eps(o.ranks, std::vector<std::string>(o.ranks));
@@ -320,7 +359,8 @@ int main(int argc, char** argv) {
   if (!ok) {
     std::printf("roundtrip: wire-up failed: FAIL\n");
     kill_all();
-    while (::wait(nullptr) > 0) {}
+    while (::wait(nullptr) > 0) {
+    }
     return 1;
   }
   for (int r = 0; r < o.ranks; ++r) send_frame(ctl[r], "go");
@@ -329,8 +369,11 @@ int main(int argc, char** argv) {
   int failures_expected = 0, failures_seen = 0;
   for (int r = 0; r < o.ranks; ++r) {
     if (r == faulty) continue;
-    struct pollfd pfd{ctl[r], POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(o.timeout_ms) * 4 + 60000) <= 0 || !recv_frame(ctl[r], &msg)) {
+    struct pollfd pfd {
+      ctl[r], POLLIN, 0
+    };
+    if (::poll(&pfd, 1, static_cast<int>(o.timeout_ms) * 4 + 60000) <= 0 ||
+        !recv_frame(ctl[r], &msg)) {
       std::printf("roundtrip: rank %d gave no result (hang?)\n", r);
       ok = false;
       continue;
@@ -339,7 +382,8 @@ int main(int argc, char** argv) {
     if (reporter >= 0) {
       // The writer sees the error completion (naming the target and the verbs status); the
       // others see the writer fall silent or their own QP flushed: all name the round.
-      bool names = msg.rfind("FAIL ", 0) == 0 && msg.find("lane " + o.device) != std::string::npos &&
+      bool names = msg.rfind("FAIL ", 0) == 0 &&
+                   msg.find("lane " + o.device) != std::string::npos &&
                    msg.find("seq " + std::to_string(o.at_seq)) != std::string::npos &&
                    (r != reporter || msg.find(o.expect) != std::string::npos);
       ok = ok && names;
@@ -360,8 +404,11 @@ int main(int argc, char** argv) {
   for (int r = 0; r < o.ranks; ++r) ::waitpid(pids[r], nullptr, 0);
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (faulty >= 0) ok = ok && failures_seen == failures_expected;
-  std::printf("roundtrip: %d ranks, %d rounds x %u bytes%s: %s (%.2f s)\n", o.ranks, o.iters, o.bytes,
-              reporter >= 0 ? ", bad rkey" : faulty < 0 ? "" : (o.stop_rank >= 0 ? ", stopped rank" : ", killed rank"),
+  std::printf("roundtrip: %d ranks, %d rounds x %u bytes%s: %s (%.2f s)\n", o.ranks, o.iters,
+              o.bytes,
+              reporter >= 0 ? ", bad rkey"
+              : faulty < 0  ? ""
+                            : (o.stop_rank >= 0 ? ", stopped rank" : ", killed rank"),
               ok ? "PASS" : "FAIL", secs);
   return ok ? 0 : 1;
 }

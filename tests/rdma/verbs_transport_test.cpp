@@ -65,7 +65,8 @@ std::string run_rank(const Options& o, int me, int ctl) {
     if (r != me) peers.push_back(r);
   VerbsOptions vo;
   auto own = o.rank_devices.find(me);
-  vo.devices = parse_device_list(own != o.rank_devices.end() ? own->second : o.devices, "--devices");
+  vo.devices =
+      parse_device_list(own != o.rank_devices.end() ? own->second : o.devices, "--devices");
   vo.slots = o.slots;
   vo.slot_bytes = o.slot_bytes;
   vo.timeout_ms = o.timeout_ms;
@@ -92,7 +93,8 @@ std::string run_rank(const Options& o, int me, int ctl) {
   std::string go;
   if (!recv_frame(ctl, &go)) return "lost the parent";
 
-  std::vector<std::uint64_t> sent(static_cast<std::size_t>(o.ranks), 0), got(static_cast<std::size_t>(o.ranks), 0);
+  std::vector<std::uint64_t> sent(static_cast<std::size_t>(o.ranks), 0),
+      got(static_cast<std::size_t>(o.ranks), 0);
   std::vector<std::byte> buf(o.slot_bytes);
   std::set<std::string> lanes_used;
   const auto total = static_cast<std::uint64_t>(o.msgs);
@@ -104,7 +106,8 @@ std::string run_rank(const Options& o, int me, int ctl) {
       auto ps = static_cast<std::size_t>(p);
       std::string detail;
       if (t.peer_state(p, &detail) != PeerState::ok)
-        return "rank " + std::to_string(me) + ": peer error from rank " + std::to_string(p) + ": " + detail;
+        return "rank " + std::to_string(me) + ": peer error from rank " + std::to_string(p) + ": " +
+               detail;
       if (sent[ps] < total) {
         done = false;
         const std::uint64_t seq = sent[ps] + 1;
@@ -128,11 +131,13 @@ std::string run_rank(const Options& o, int me, int ctl) {
           const std::uint64_t seq = got[ps] + 1;
           if (v.header->seq != seq || v.header->bytes != size_of(seq, o.slot_bytes))
             return "rank " + std::to_string(me) + ": wrong header from rank " + std::to_string(p) +
-                   " on lane " + lane + ": seq " + std::to_string(v.header->seq) + " (want " + std::to_string(seq) + ")";
+                   " on lane " + lane + ": seq " + std::to_string(v.header->seq) + " (want " +
+                   std::to_string(seq) + ")";
           for (std::size_t k = 0; k < v.header->bytes; ++k)
             if (v.data[k] != std::byte{byte_of(p, me, seq, k)})
-              return "rank " + std::to_string(me) + ": data mismatch from rank " + std::to_string(p) +
-                     " on lane " + lane + " seq " + std::to_string(seq) + " byte " + std::to_string(k);
+              return "rank " + std::to_string(me) + ": data mismatch from rank " +
+                     std::to_string(p) + " on lane " + lane + " seq " + std::to_string(seq) +
+                     " byte " + std::to_string(k);
           t.release(p);
           lanes_used.insert(lane);
           ++got[ps];
@@ -143,7 +148,10 @@ std::string run_rank(const Options& o, int me, int ctl) {
     t.progress();
     if (me == o.stop_rank && !stopped) {
       bool all = true;
-      for (int p : peers) all = all && sent[static_cast<std::size_t>(p)] + 1 >= static_cast<std::uint64_t>(o.at_seq) && t.send_idle(p);
+      for (int p : peers)
+        all = all &&
+              sent[static_cast<std::size_t>(p)] + 1 >= static_cast<std::uint64_t>(o.at_seq) &&
+              t.send_idle(p);
       if (all) {
         stopped = true;
         ::raise(SIGSTOP);
@@ -157,7 +165,8 @@ std::string run_rank(const Options& o, int me, int ctl) {
       continue;
     }
     // The wait point's job in libspark: a deadline on every wait, naming peer, lane and seq.
-    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_progress);
+    auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_progress);
     if (waited.count() >= o.timeout_ms) {
       for (int p : peers) {
         auto ps = static_cast<std::size_t>(p);
@@ -167,7 +176,8 @@ std::string run_rank(const Options& o, int me, int ctl) {
                  t.lane_name(p, WaitKind::data) + " after " + std::to_string(waited.count()) +
                  " ms (timeout " + std::to_string(o.timeout_ms) + " ms)";
       }
-      return "rank " + std::to_string(me) + ": sends not completing after " + std::to_string(waited.count()) + " ms";
+      return "rank " + std::to_string(me) + ": sends not completing after " +
+             std::to_string(waited.count()) + " ms";
     }
     t.block(peers[0], WaitKind::data, std::chrono::microseconds(100));
   }
@@ -198,24 +208,41 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); return 2; }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", a.c_str());
+      return 2;
+    }
     const char* v = argv[++i];
-    if (a == "--ranks") o.ranks = parse_int(v);
-    else if (a == "--devices") o.devices = v;
-    else if (a == "--msgs") o.msgs = parse_int(v);
-    else if (a == "--slots") o.slots = static_cast<std::size_t>(parse_int(v));
-    else if (a == "--slot-bytes") o.slot_bytes = static_cast<std::size_t>(parse_int(v));
-    else if (a == "--timeout-ms") o.timeout_ms = static_cast<std::uint32_t>(parse_int(v));
-    else if (a == "--stop-rank") o.stop_rank = parse_int(v);
-    else if (a == "--at-seq") o.at_seq = parse_int(v);
-    else if (a == "--expect-connect-fail") o.expect_connect_fail = v;
+    if (a == "--ranks")
+      o.ranks = parse_int(v);
+    else if (a == "--devices")
+      o.devices = v;
+    else if (a == "--msgs")
+      o.msgs = parse_int(v);
+    else if (a == "--slots")
+      o.slots = static_cast<std::size_t>(parse_int(v));
+    else if (a == "--slot-bytes")
+      o.slot_bytes = static_cast<std::size_t>(parse_int(v));
+    else if (a == "--timeout-ms")
+      o.timeout_ms = static_cast<std::uint32_t>(parse_int(v));
+    else if (a == "--stop-rank")
+      o.stop_rank = parse_int(v);
+    else if (a == "--at-seq")
+      o.at_seq = parse_int(v);
+    else if (a == "--expect-connect-fail")
+      o.expect_connect_fail = v;
     else if (a == "--rank-devices") {
       std::string sv = v;
       auto eq = sv.find('=');
-      if (eq == std::string::npos) { std::fprintf(stderr, "--rank-devices wants R=LIST\n"); return 2; }
+      if (eq == std::string::npos) {
+        std::fprintf(stderr, "--rank-devices wants R=LIST\n");
+        return 2;
+      }
       o.rank_devices[parse_int(sv.substr(0, eq).c_str())] = sv.substr(eq + 1);
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
     }
-    else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
   if (o.ranks < 2 || o.ranks > 16) return 2;
   ::signal(SIGPIPE, SIG_IGN);
@@ -234,7 +261,10 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         err = "rank " + std::to_string(r) + ": " + e.what();
       }
-      try { send_frame(sv[1], err.empty() ? "ok" : "FAIL " + err); } catch (...) {}
+      try {
+        send_frame(sv[1], err.empty() ? "ok" : "FAIL " + err);
+      } catch (...) {
+      }
       std::string wait_for_end;
       recv_frame(sv[1], &wait_for_end);  // stay (and stay connected) until the parent ends us
       ::_exit(err.empty() ? 0 : 1);
@@ -247,9 +277,9 @@ int main(int argc, char** argv) {
     for (pid_t p : pids) ::kill(p, SIGKILL);
     for (pid_t p : pids) ::waitpid(p, nullptr, 0);
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::printf("transport: %d ranks, lanes %s, %d msgs/peer, %zu slots x %zu B%s: %s%s (%.2f s)\n", o.ranks,
-                o.devices.c_str(), o.msgs, o.slots, o.slot_bytes, o.stop_rank >= 0 ? ", stopped rank" : "",
-                ok ? "PASS" : "FAIL", what, secs);
+    std::printf("transport: %d ranks, lanes %s, %d msgs/peer, %zu slots x %zu B%s: %s%s (%.2f s)\n",
+                o.ranks, o.devices.c_str(), o.msgs, o.slots, o.slot_bytes,
+                o.stop_rank >= 0 ? ", stopped rank" : "", ok ? "PASS" : "FAIL", what, secs);
     return ok ? 0 : 1;
   };
   std::vector<std::string> eps(static_cast<std::size_t>(o.ranks));
@@ -269,7 +299,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < o.ranks; ++r) {
       bool got = recv_frame(ctl[static_cast<std::size_t>(r)], &msg);
       std::printf("transport: rank %d: %s\n", r, got ? msg.c_str() : "(nothing)");
-      all = all && got && msg.rfind("FAIL ", 0) == 0 && msg.find(o.expect_connect_fail) != std::string::npos;
+      all = all && got && msg.rfind("FAIL ", 0) == 0 &&
+            msg.find(o.expect_connect_fail) != std::string::npos;
     }
     return finish(all, " (expected connect failure)");
   }
@@ -294,13 +325,15 @@ int main(int argc, char** argv) {
       continue;
     }
     at_barrier[static_cast<std::size_t>(r)] = msg == "barrier";
-    if (!at_barrier[static_cast<std::size_t>(r)]) std::printf("transport: rank %d: %s\n", r, msg.c_str());
+    if (!at_barrier[static_cast<std::size_t>(r)])
+      std::printf("transport: rank %d: %s\n", r, msg.c_str());
     if (o.stop_rank >= 0) {
       ++reporters;
       // Message S from the stopped rank travels on lane (S-1) % lanes.
       auto lanes = parse_device_list(o.devices, "--devices");
       const std::string lane = lanes[static_cast<std::size_t>(o.at_seq - 1) % lanes.size()];
-      if (msg.find("no data from rank " + std::to_string(o.stop_rank) + " on lane " + lane) != std::string::npos &&
+      if (msg.find("no data from rank " + std::to_string(o.stop_rank) + " on lane " + lane) !=
+              std::string::npos &&
           msg.find("seq " + std::to_string(o.at_seq) + " ") != std::string::npos)
         ++named;
     } else {

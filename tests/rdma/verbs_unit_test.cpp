@@ -98,8 +98,8 @@ TEST_F(FakeSysfs, OverrideWinsAndIsChecked) {
   GidChoice c = pick(std::string("1"));
   EXPECT_EQ(c.index, 1);
   EXPECT_EQ(c.source, "SPARK_IB_GID_INDEX");
-  EXPECT_THROW(pick(std::string("5")), VerbsError);      // empty entry
-  EXPECT_THROW(pick(std::string("4000")), VerbsError);   // no such entry
+  EXPECT_THROW(pick(std::string("5")), VerbsError);     // empty entry
+  EXPECT_THROW(pick(std::string("4000")), VerbsError);  // no such entry
 }
 
 TEST_F(FakeSysfs, OverrideParsingIsStrict) {
@@ -228,7 +228,8 @@ TEST(NoDevice, MessageIsPlain) {
 
 TEST(NoDevice, OpenDeviceOnThisHost) {
   DeviceList list;
-  if (list.size() > 0) GTEST_SKIP() << "this host has RDMA devices; the no-device path is not reachable";
+  if (list.size() > 0)
+    GTEST_SKIP() << "this host has RDMA devices; the no-device path is not reachable";
   try {
     open_device("");
     FAIL() << "open_device succeeded without devices";

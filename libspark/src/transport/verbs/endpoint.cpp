@@ -94,8 +94,10 @@ Endpoint deserialize(std::span<const std::byte> bytes) {
   ep.rkey = static_cast<std::uint32_t>(r.u(4));
   ep.bytes = r.u(8);
   if (r.pos != bytes.size()) throw VerbsError("malformed RDMA endpoint: trailing bytes");
-  if (ep.qpn > 0xffffff || ep.psn > 0xffffff) throw VerbsError("malformed RDMA endpoint: QPN/PSN over 24 bits");
-  if (!valid_mtu(ep.mtu)) throw VerbsError("malformed RDMA endpoint: MTU " + std::to_string(ep.mtu));
+  if (ep.qpn > 0xffffff || ep.psn > 0xffffff)
+    throw VerbsError("malformed RDMA endpoint: QPN/PSN over 24 bits");
+  if (!valid_mtu(ep.mtu))
+    throw VerbsError("malformed RDMA endpoint: MTU " + std::to_string(ep.mtu));
   if (ep.port == 0) throw VerbsError("malformed RDMA endpoint: port 0");
   return ep;
 }

@@ -13,16 +13,16 @@
 namespace spark::verbs {
 
 struct Endpoint {
-  std::string device;          ///< e.g. "rocep1s0f0" (<= 63 bytes)
+  std::string device;  ///< e.g. "rocep1s0f0" (<= 63 bytes)
   std::uint8_t port = 1;
   std::uint32_t gid_index = 0;
   Gid gid{};
-  std::uint32_t qpn = 0;       ///< 24 bits
-  std::uint32_t psn = 0;       ///< 24 bits
-  std::uint32_t mtu = 0;       ///< active path MTU in bytes (256..4096)
-  std::uint64_t addr = 0;      ///< remote-writable region the peer writes into
+  std::uint32_t qpn = 0;   ///< 24 bits
+  std::uint32_t psn = 0;   ///< 24 bits
+  std::uint32_t mtu = 0;   ///< active path MTU in bytes (256..4096)
+  std::uint64_t addr = 0;  ///< remote-writable region the peer writes into
   std::uint32_t rkey = 0;
-  std::uint64_t bytes = 0;     ///< size of that region
+  std::uint64_t bytes = 0;  ///< size of that region
   bool operator==(const Endpoint&) const = default;
 };
 

@@ -75,8 +75,7 @@ int parse_gid_index(std::string_view value) {
 
 GidChoice select_gid(std::string_view sysfs_root, std::string_view device, int port,
                      const std::optional<std::string>& index_override) {
-  const fs::path port_dir =
-      fs::path(sysfs_root) / device / "ports" / std::to_string(port);
+  const fs::path port_dir = fs::path(sysfs_root) / device / "ports" / std::to_string(port);
   const std::string where = std::string(device) + " port " + std::to_string(port);
   std::error_code ec;
   if (!fs::is_directory(port_dir / "gids", ec)) {
@@ -89,8 +88,8 @@ GidChoice select_gid(std::string_view sysfs_root, std::string_view device, int p
     auto text = read_first_line(port_dir / "gids" / std::to_string(idx));
     auto gid = text ? parse_sysfs_gid(*text) : std::nullopt;
     if (!gid || std::all_of(gid->begin(), gid->end(), [](std::uint8_t b) { return b == 0; })) {
-      throw VerbsError("SPARK_IB_GID_INDEX=" + *index_override + " names no valid GID on " +
-                       where + "; unset it to pick the IPv4 RoCE v2 GID automatically");
+      throw VerbsError("SPARK_IB_GID_INDEX=" + *index_override + " names no valid GID on " + where +
+                       "; unset it to pick the IPv4 RoCE v2 GID automatically");
     }
     return GidChoice{idx, *gid, "SPARK_IB_GID_INDEX"};
   }
@@ -108,8 +107,7 @@ GidChoice select_gid(std::string_view sysfs_root, std::string_view device, int p
       continue;
     std::string type;
     if (is_ipv4_mapped(*gid)) {
-      type = read_first_line(port_dir / "gid_attrs" / "types" / std::to_string(idx))
-                 .value_or("?");
+      type = read_first_line(port_dir / "gid_attrs" / "types" / std::to_string(idx)).value_or("?");
     }
     seen[static_cast<int>(idx)] = gid_text(*gid) + (type.empty() ? "" : " (" + type + ")");
     if (is_ipv4_mapped(*gid) && type == "RoCE v2" &&
@@ -120,9 +118,10 @@ GidChoice select_gid(std::string_view sysfs_root, std::string_view device, int p
   if (ec) throw VerbsError("cannot read " + (port_dir / "gids").string() + ": " + ec.message());
   if (!best) {
     std::string list;
-    for (const auto& [i, s] : seen) list += (list.empty() ? "" : ", ") + std::to_string(i) + ": " + s;
-    throw VerbsError("no IPv4 RoCE v2 GID on " + where + " (GIDs: " +
-                     (list.empty() ? std::string("none") : list) +
+    for (const auto& [i, s] : seen)
+      list += (list.empty() ? "" : ", ") + std::to_string(i) + ": " + s;
+    throw VerbsError("no IPv4 RoCE v2 GID on " + where +
+                     " (GIDs: " + (list.empty() ? std::string("none") : list) +
                      "); give the device's netdev an IPv4 address (ip addr add ...) or set "
                      "SPARK_IB_GID_INDEX");
   }

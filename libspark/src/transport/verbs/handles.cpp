@@ -9,11 +9,21 @@
 
 namespace spark::verbs {
 
-int close_context(ibv_context* c) { return ibv_close_device(c); }
-int dealloc_pd(ibv_pd* p) { return ibv_dealloc_pd(p); }
-int destroy_cq(ibv_cq* c) { return ibv_destroy_cq(c); }
-int dereg_mr(ibv_mr* m) { return ibv_dereg_mr(m); }
-int destroy_qp(ibv_qp* q) { return ibv_destroy_qp(q); }
+int close_context(ibv_context* c) {
+  return ibv_close_device(c);
+}
+int dealloc_pd(ibv_pd* p) {
+  return ibv_dealloc_pd(p);
+}
+int destroy_cq(ibv_cq* c) {
+  return ibv_destroy_cq(c);
+}
+int dereg_mr(ibv_mr* m) {
+  return ibv_dereg_mr(m);
+}
+int destroy_qp(ibv_qp* q) {
+  return ibv_destroy_qp(q);
+}
 
 void log_destroy(const char* call, const std::string& device, int rc) noexcept {
   // Verbs destroy calls return an errno value (or -1 with errno set, in old providers).
@@ -96,12 +106,11 @@ CompletionQueue create_cq(const Context& ctx, int entries) {
 
 MemoryRegion register_memory(const ProtectionDomain& pd, void* addr, std::size_t bytes) {
   errno = 0;
-  ibv_mr* mr = ibv_reg_mr(pd.get(), addr, bytes,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* mr = ibv_reg_mr(pd.get(), addr, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (mr == nullptr) {
     int err = errno ? errno : ENOMEM;
-    std::string msg = call_failed("ibv_reg_mr (" + std::to_string(bytes) + " bytes)",
-                                  pd.device(), err);
+    std::string msg =
+        call_failed("ibv_reg_mr (" + std::to_string(bytes) + " bytes)", pd.device(), err);
     if (err == ENOMEM || err == EPERM || err == EAGAIN) msg += ". " + memlock_fix_text();
     throw VerbsError(msg);
   }

@@ -26,8 +26,8 @@ std::string memlock_fix_text() {
 std::string memlock_problem(std::optional<std::uint64_t> limit, std::uint64_t needed) {
   if (!limit || *limit >= needed) return {};
   return "cannot pin " + std::to_string(needed) + " bytes for RDMA: locked-memory limit is " +
-         std::to_string(*limit) + " bytes (ulimit -l " + std::to_string(*limit / 1024) +
-         "). " + memlock_fix_text();
+         std::to_string(*limit) + " bytes (ulimit -l " + std::to_string(*limit / 1024) + "). " +
+         memlock_fix_text();
 }
 
 void check_memlock(std::uint64_t needed) {
@@ -37,19 +37,24 @@ void check_memlock(std::uint64_t needed) {
 
 int mtu_bytes(ibv_mtu mtu) noexcept {
   switch (mtu) {
-    case IBV_MTU_256: return 256;
-    case IBV_MTU_512: return 512;
-    case IBV_MTU_1024: return 1024;
-    case IBV_MTU_2048: return 2048;
-    case IBV_MTU_4096: return 4096;
+    case IBV_MTU_256:
+      return 256;
+    case IBV_MTU_512:
+      return 512;
+    case IBV_MTU_1024:
+      return 1024;
+    case IBV_MTU_2048:
+      return 2048;
+    case IBV_MTU_4096:
+      return 4096;
   }
   return 0;
 }
 
 std::string mtu_mismatch(int local_mtu, int peer_mtu, int peer, const std::string& lane) {
   if (local_mtu == peer_mtu) return {};
-  return "path MTU mismatch with rank " + std::to_string(peer) + " on lane " + lane +
-         ": local " + std::to_string(local_mtu) + " bytes, peer " + std::to_string(peer_mtu) +
+  return "path MTU mismatch with rank " + std::to_string(peer) + " on lane " + lane + ": local " +
+         std::to_string(local_mtu) + " bytes, peer " + std::to_string(peer_mtu) +
          " bytes; set the same interface MTU on both ends (9000 on a Spark: ip link set DEV "
          "mtu 9000), otherwise RDMA fails with retry-exceeded errors";
 }

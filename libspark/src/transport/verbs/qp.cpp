@@ -36,11 +36,16 @@ namespace {
 
 ibv_mtu to_ibv_mtu(std::uint32_t bytes) {
   switch (bytes) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 1024: return IBV_MTU_1024;
-    case 2048: return IBV_MTU_2048;
-    default: return IBV_MTU_4096;
+    case 256:
+      return IBV_MTU_256;
+    case 512:
+      return IBV_MTU_512;
+    case 1024:
+      return IBV_MTU_1024;
+    case 2048:
+      return IBV_MTU_2048;
+    default:
+      return IBV_MTU_4096;
   }
 }
 
@@ -55,8 +60,8 @@ ibv_mtu to_ibv_mtu(std::uint32_t bytes) {
 
 void connect_rc_qp(QueuePair& qp, const Endpoint& local, const Endpoint& remote, int peer,
                    const QpTimeouts& t) {
-  if (std::string m = mtu_mismatch(static_cast<int>(local.mtu), static_cast<int>(remote.mtu),
-                                   peer, local.device);
+  if (std::string m = mtu_mismatch(static_cast<int>(local.mtu), static_cast<int>(remote.mtu), peer,
+                                   local.device);
       !m.empty()) {
     throw VerbsError(m);
   }

@@ -33,9 +33,9 @@ void connect_rc_qp(QueuePair& qp, const Endpoint& local, const Endpoint& remote,
 
 /// Posts an RDMA WRITE of [laddr, laddr+len) (lkey) to raddr (rkey). Signaled when `signal`.
 /// Returns 0 or the errno of ibv_post_send.
-[[nodiscard]] int post_write(ibv_qp* qp, std::uint64_t wr_id, const void* laddr,
-                             std::uint32_t len, std::uint32_t lkey, std::uint64_t raddr,
-                             std::uint32_t rkey, bool signal, bool inline_data = false);
+[[nodiscard]] int post_write(ibv_qp* qp, std::uint64_t wr_id, const void* laddr, std::uint32_t len,
+                             std::uint32_t lkey, std::uint64_t raddr, std::uint32_t rkey,
+                             bool signal, bool inline_data = false);
 
 /// "transport retry counter exceeded (status 12, vendor error 0x..., wr_id N)".
 std::string completion_error(const ibv_wc& wc);

@@ -32,7 +32,8 @@ static_assert(sizeof(MsgHeader) <= kFlagOffset);
 
 std::uint64_t load_acquire(const std::byte* p) {
   // The NIC writes these words; the acquire orders the following payload reads after them.
-  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(p)))
+  return std::atomic_ref<std::uint64_t>(
+             *reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(p)))
       .load(std::memory_order_acquire);
 }
 
@@ -42,7 +43,8 @@ void put_u32(std::string& s, std::uint32_t v) {
 std::uint32_t get_u32(std::string_view s, std::size_t& pos) {
   if (s.size() - pos < 4) throw VerbsError("malformed RoCE endpoint list (truncated)");
   std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(s[pos + i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(s[pos + i])) << (8 * i);
   pos += 4;
   return v;
 }
@@ -66,7 +68,8 @@ std::vector<std::string> parse_device_list(std::string_view text, std::string_vi
   std::size_t start = 0;
   while (true) {
     std::size_t comma = text.find(',', start);
-    std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    std::string_view item =
+        text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
     if (std::size_t colon = item.find(':'); colon != std::string_view::npos) {
       std::string_view port = item.substr(colon + 1);
       if (port != "1") throw bad("only port 1 is supported (got \"" + std::string(item) + "\")");
@@ -135,7 +138,8 @@ VerbsTransport::VerbsTransport(int rank, int size, std::vector<int> peers, Verbs
     if (lane->port.state != IBV_PORT_ACTIVE) {
       throw VerbsError("port " + std::to_string(opt_.port) + " of " + dev +
                        " is not active (state " + ibv_port_state_str(lane->port.state) +
-                       "): check the cable and `ip link` of its netdev, or drop it from SPARK_LANES / SPARK_IB_HCA");
+                       "): check the cable and `ip link` of its netdev, or drop it from "
+                       "SPARK_LANES / SPARK_IB_HCA");
     }
     lane->gid = select_gid(opt_.sysfs_root, dev, opt_.port, gid_override);
     lane->pd = alloc_pd(lane->ctx);
@@ -220,7 +224,8 @@ void VerbsTransport::connect_liveness(const std::vector<std::uint32_t>& ipv4,
     if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
       int err = errno;
       if (fd >= 0) ::close(fd);
-      throw VerbsError(call_failed("connect to rank " + std::to_string(r) + " (RoCE liveness)", lanes_.front()->name, err));
+      throw VerbsError(call_failed("connect to rank " + std::to_string(r) + " (RoCE liveness)",
+                                   lanes_.front()->name, err));
     }
     std::int32_t me = rank_;
     if (::send(fd, &me, sizeof me, MSG_NOSIGNAL) != sizeof me) {
@@ -229,18 +234,22 @@ void VerbsTransport::connect_liveness(const std::vector<std::uint32_t>& ipv4,
     }
     peer(r).live_fd = fd;
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<std::uint32_t>(opt_.timeout_ms, 10000));
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(std::max<std::uint32_t>(opt_.timeout_ms, 10000));
   while (lower > 0) {
     pollfd pfd{listen_fd_, POLLIN, 0};
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || ::poll(&pfd, 1, static_cast<int>(left.count())) <= 0)
-      throw VerbsError("RoCE liveness: " + std::to_string(lower) + " lower-ranked peer(s) never connected");
+      throw VerbsError("RoCE liveness: " + std::to_string(lower) +
+                       " lower-ranked peer(s) never connected");
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     std::int32_t who = -1;
     pollfd rp{fd, POLLIN, 0};
-    if (::poll(&rp, 1, 5000) <= 0 || ::recv(fd, &who, sizeof who, MSG_WAITALL) != sizeof who || who < 0 ||
-        who >= rank_ || !peers_[static_cast<std::size_t>(who)] || peer(who).live_fd >= 0) {
+    if (::poll(&rp, 1, 5000) <= 0 || ::recv(fd, &who, sizeof who, MSG_WAITALL) != sizeof who ||
+        who < 0 || who >= rank_ || !peers_[static_cast<std::size_t>(who)] ||
+        peer(who).live_fd >= 0) {
       ::close(fd);
       continue;
     }
@@ -293,21 +302,24 @@ void VerbsTransport::connect_all(const std::vector<std::string>& endpoints) {
     std::vector<bool> got(lanes_.size(), false);
     for (std::uint32_t k = 0; k < n; ++k) {
       std::uint32_t to = get_u32(blob, pos), lane = get_u32(blob, pos), len = get_u32(blob, pos);
-      if (blob.size() - pos < len) throw VerbsError("malformed RoCE endpoint list from rank " + std::to_string(r));
+      if (blob.size() - pos < len)
+        throw VerbsError("malformed RoCE endpoint list from rank " + std::to_string(r));
       std::string_view ep(blob.data() + pos, len);
       pos += len;
       if (static_cast<int>(to) != rank_) continue;
       if (lane >= lanes_.size()) {
-        throw VerbsError("rank " + std::to_string(r) + " uses more RoCE lanes than rank " +
-                         std::to_string(rank_) + " (" + std::to_string(lanes_.size()) +
-                         "): give every rank the same number of lanes (SPARK_LANES / SPARK_IB_HCA)");
+        throw VerbsError(
+            "rank " + std::to_string(r) + " uses more RoCE lanes than rank " +
+            std::to_string(rank_) + " (" + std::to_string(lanes_.size()) +
+            "): give every rank the same number of lanes (SPARK_LANES / SPARK_IB_HCA)");
       }
       Link& l = peer(r).links[lane];
       l.remote = deserialize({reinterpret_cast<const std::byte*>(ep.data()), ep.size()});
       if (l.remote.bytes != region_bytes()) {
-        throw VerbsError("rank " + std::to_string(r) + " lays out its RoCE mailbox differently (" +
-                         std::to_string(l.remote.bytes) + " bytes vs " + std::to_string(region_bytes()) +
-                         "): run the same build with the same SPARK_SLOTS / slot size on every rank");
+        throw VerbsError(
+            "rank " + std::to_string(r) + " lays out its RoCE mailbox differently (" +
+            std::to_string(l.remote.bytes) + " bytes vs " + std::to_string(region_bytes()) +
+            "): run the same build with the same SPARK_SLOTS / slot size on every rank");
       }
       connect_rc_qp(l.qp, l.local, l.remote, r, timeouts_);
       got[lane] = true;
@@ -337,7 +349,9 @@ std::string VerbsTransport::describe() const {
 
 std::string VerbsTransport::lane_name(int peer_rank, WaitKind kind) const {
   const Peer& p = peer(peer_rank);
-  std::uint64_t i = kind == WaitKind::data ? p.rx_count : (kind == WaitKind::credit || p.tx_count == 0) ? p.tx_count : p.tx_count - 1;
+  std::uint64_t i = kind == WaitKind::data                          ? p.rx_count
+                    : (kind == WaitKind::credit || p.tx_count == 0) ? p.tx_count
+                                                                    : p.tx_count - 1;
   return lanes_[i % lanes_.size()]->name;
 }
 
@@ -359,7 +373,8 @@ void VerbsTransport::send(int peer_rank, const MsgHeader& header, const void* da
   Peer& p = peer(peer_rank);
   const int lane = static_cast<int>(p.tx_count % lanes_.size());
   Link& l = p.links[static_cast<std::size_t>(lane)];
-  if (header.bytes > opt_.slot_bytes) throw InvalidUsage("RoCE transport: message larger than a slot");
+  if (header.bytes > opt_.slot_bytes)
+    throw InvalidUsage("RoCE transport: message larger than a slot");
   const std::size_t off = (l.tx_sent % opt_.slots) * stride();
   std::byte* st = l.tx + off;
   std::memcpy(st, &header, sizeof header);  // staging flag word stays 0: the flag goes inline
@@ -375,7 +390,9 @@ void VerbsTransport::send(int peer_rank, const MsgHeader& header, const void* da
                     l.remote.addr + off + kFlagOffset, l.remote.rkey, true, true);
   }
   if (rc != 0) {
-    if (p.error.empty()) p.error = call_failed("ibv_post_send (RDMA write to rank " + std::to_string(peer_rank) + ")", ln.name, rc);
+    if (p.error.empty())
+      p.error = call_failed("ibv_post_send (RDMA write to rank " + std::to_string(peer_rank) + ")",
+                            ln.name, rc);
     return;
   }
   l.outstanding += 2;
@@ -413,7 +430,9 @@ void VerbsTransport::post_credit(int peer_rank, int lane, Link& l) {
                       l.remote.addr + opt_.slots * stride(), l.remote.rkey, true, true);
   if (rc != 0) {
     Peer& p = peer(peer_rank);
-    if (p.error.empty()) p.error = call_failed("ibv_post_send (credit to rank " + std::to_string(peer_rank) + ")", l.local.device, rc);
+    if (p.error.empty())
+      p.error = call_failed("ibv_post_send (credit to rank " + std::to_string(peer_rank) + ")",
+                            l.local.device, rc);
     return;
   }
   ++l.outstanding;

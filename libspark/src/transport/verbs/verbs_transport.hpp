@@ -42,8 +42,8 @@ struct VerbsOptions {
   std::vector<std::string> devices;  ///< lanes; empty = every device whose port 1 is active
   std::size_t slots = 8;
   std::size_t slot_bytes = 256 * 1024;
-  std::uint32_t timeout_ms = 10000;      ///< SPARKNET_ROCE_TIMEOUT_MS: sets QP retry timing
-  std::optional<int> gid_index;          ///< SPARK_IB_GID_INDEX (unset = from sysfs)
+  std::uint32_t timeout_ms = 10000;  ///< SPARKNET_ROCE_TIMEOUT_MS: sets QP retry timing
+  std::optional<int> gid_index;      ///< SPARK_IB_GID_INDEX (unset = from sysfs)
   std::string sysfs_root = std::string(verbs::kSysfsInfiniband);
   int port = 1;
 };
@@ -82,23 +82,23 @@ class VerbsTransport final : public Transport {
   PeerState peer_state(int peer, std::string* detail) override;
 
  private:
-  struct Lane;  // one device: context, PD, CQ, MR, memory
-  struct Link { // one (peer, lane): QP and counters
+  struct Lane;   // one device: context, PD, CQ, MR, memory
+  struct Link {  // one (peer, lane): QP and counters
     verbs::QueuePair qp;
     verbs::Endpoint local, remote;
-    std::byte* rx = nullptr;       ///< our receive region for this peer (slots + credit word)
-    std::byte* tx = nullptr;       ///< our staging slots for this peer
+    std::byte* rx = nullptr;  ///< our receive region for this peer (slots + credit word)
+    std::byte* tx = nullptr;  ///< our staging slots for this peer
     std::uint64_t* credit_src = nullptr;  ///< registered source of credit writes
-    std::uint64_t rx_seen = 0;     ///< messages released on this lane
-    std::uint64_t tx_sent = 0;     ///< messages sent on this lane
-    int outstanding = 0;           ///< signaled WRs not yet completed
-    bool credit_dirty = false;     ///< a credit write is owed (SQ was full)
+    std::uint64_t rx_seen = 0;            ///< messages released on this lane
+    std::uint64_t tx_sent = 0;            ///< messages sent on this lane
+    int outstanding = 0;                  ///< signaled WRs not yet completed
+    bool credit_dirty = false;            ///< a credit write is owed (SQ was full)
   };
   struct Peer {
     std::vector<Link> links;  ///< per lane
     std::uint64_t tx_count = 0, rx_count = 0;
-    std::string error;        ///< first error completion, "" while healthy
-    int live_fd = -1;         ///< liveness connection (-1: none)
+    std::string error;  ///< first error completion, "" while healthy
+    int live_fd = -1;   ///< liveness connection (-1: none)
     bool closed = false;
   };
 
@@ -111,7 +111,8 @@ class VerbsTransport final : public Transport {
   void poll_lane(std::size_t lane);
   std::uint64_t wr_id(int peer_rank, int lane) const noexcept;
   void open_listener();
-  void connect_liveness(const std::vector<std::uint32_t>& ipv4, const std::vector<std::uint16_t>& ports);
+  void connect_liveness(const std::vector<std::uint32_t>& ipv4,
+                        const std::vector<std::uint16_t>& ports);
   bool check_alive(Peer& p, int peer_rank);
 
   int rank_;

@@ -27,9 +27,11 @@ std::unique_ptr<VerbsTransport> start_roce(bootstrap::Bootstrap& boot, int rank,
   return t;
 }
 
-void finish_roce(bootstrap::Bootstrap& boot, VerbsTransport& transport, const std::vector<int>& peers) {
+void finish_roce(bootstrap::Bootstrap& boot, VerbsTransport& transport,
+                 const std::vector<int>& peers) {
   std::vector<std::string> endpoints(static_cast<std::size_t>(boot.size()));
-  for (int r : peers) endpoints[static_cast<std::size_t>(r)] = bootstrap::to_string(boot.get(r, "spark.roce"));
+  for (int r : peers)
+    endpoints[static_cast<std::size_t>(r)] = bootstrap::to_string(boot.get(r, "spark.roce"));
   transport.connect_all(endpoints);
 }
 

@@ -29,6 +29,7 @@ std::unique_ptr<VerbsTransport> start_roce(bootstrap::Bootstrap& boot, int rank,
                                            std::size_t slots, std::size_t slot_bytes);
 
 /// After the fence: reads every peer's "spark.roce" and connects the queue pairs.
-void finish_roce(bootstrap::Bootstrap& boot, VerbsTransport& transport, const std::vector<int>& peers);
+void finish_roce(bootstrap::Bootstrap& boot, VerbsTransport& transport,
+                 const std::vector<int>& peers);
 
 }  // namespace spark::transport

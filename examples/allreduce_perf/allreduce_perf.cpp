@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
   app.add_option("-A,--algo", algo, "allreduce algorithm: auto, oneshot, twophase")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "oneshot", "twophase"}));
+  std::string piece;
+  app.add_option("-P,--piece", piece, "bytes per message (default: the slot size, 256K)");
   app.add_flag("--csv", csv, "print CSV instead of a table");
   CLI11_PARSE(app, argc, argv);
 
@@ -120,6 +122,7 @@ int main(int argc, char** argv) {
     impl.set_allreduce_algo(algo == "oneshot"    ? spark::AllreduceAlgo::one_shot
                             : algo == "twophase" ? spark::AllreduceAlgo::two_phase
                                                  : spark::AllreduceAlgo::automatic);
+    if (!piece.empty()) impl.set_piece_bytes(parse_size(piece));
     const int n = comm.size(), me = comm.rank();
     if (root < 0 || root >= n) throw spark::InvalidUsage("-r/--root must be 0.." + std::to_string(n - 1));
     const std::size_t es = spark::dtype_size(dt), un = static_cast<std::size_t>(n);

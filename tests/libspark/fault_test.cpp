@@ -215,6 +215,41 @@ TEST_P(Fault, DifferentCollectivesOrRootsAreNamed) {
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
+// A rank that prepares for 2x the timeout (model loading, JIT) after init: barrier() first
+// (its own, long timeout) keeps the job healthy; without it the others fail with a record
+// naming the late rank.
+TEST_P(Fault, SkewedStartNeedsBarrier) {
+  for (bool use_barrier : {true, false}) {
+    RankSpec spec;
+    spec.size = 3;
+    spec.transport = GetParam();
+    spec.timeout_ms = 300;
+    auto codes = run_ranks(spec, [&](CommunicatorImpl& comm, int rank) {
+      int errors = 0;
+      if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      if (use_barrier) comm.barrier();
+      std::vector<float> v(256, 1.0f);
+      try {
+        comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
+        RANK_CHECK(use_barrier, "allreduce passed although rank 2 came 600 ms late (timeout 300 ms)");
+        RANK_CHECK(v[0] == 3.0f, "sum %g", static_cast<double>(v[0]));
+      } catch (const CommFailure& e) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        RANK_CHECK(!use_barrier, "failed despite barrier(): %s", e.what());
+        RANK_CHECK(rank == 2 || (e.record().peer == 2 && e.record().cause == FailureCause::timeout),
+                   "record does not name the late rank 2: %s", e.what());
+      }
+      return errors == 0 ? 0 : 1;
+    }, std::chrono::seconds(30));
+    if (use_barrier) {
+      for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "with barrier, rank " << r;
+    } else {
+      EXPECT_EQ(codes[0], 0) << "without barrier";
+      EXPECT_EQ(codes[1], 0) << "without barrier";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, Fault, ::testing::ValuesIn(test_transports()),
                          [](const auto& info) { return info.param; });
 

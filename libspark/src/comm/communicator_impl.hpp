@@ -2,6 +2,7 @@
 // and the fail-stop state. Collective algorithms live in coll/collectives.cpp.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -93,6 +94,12 @@ class CommunicatorImpl {
   /// Messages up to this many bytes use the one-shot allreduce (measured, docs/collectives.md).
   void set_one_shot_max_bytes(std::size_t bytes) noexcept { one_shot_max_ = bytes; }
   std::size_t one_shot_max_bytes() const noexcept { return one_shot_max_; }
+  /// Bytes per message (<= the transports' slot size; every rank must use the same value).
+  /// Smaller pieces keep the data in flight inside the caches; for measurements.
+  void set_piece_bytes(std::size_t bytes) noexcept {
+    piece_ = std::clamp<std::size_t>(bytes & ~std::size_t{63}, 64, max_piece_);
+  }
+  std::size_t piece_bytes_setting() const noexcept { return piece_; }
 
  private:
   /// The operation in progress (for headers and failure records).
@@ -140,7 +147,8 @@ class CommunicatorImpl {
   std::string node_id_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   std::vector<transport::Transport*> by_peer_;  ///< nullptr for self
-  std::size_t piece_ = 256 * 1024;              ///< min slot_bytes over transports
+  std::size_t piece_ = 256 * 1024;              ///< bytes per message
+  std::size_t max_piece_ = 256 * 1024;          ///< min slot_bytes over transports
   std::vector<std::uint64_t> p2p_send_seq_, p2p_recv_seq_;
   std::uint64_t seq_ = 0;
   Op op_;

@@ -129,6 +129,7 @@ void CommunicatorImpl::wire_up() {
     tcp->connect_all(endpoints, same_node, join);
     piece_ = std::min(piece_, tcp->slot_bytes());
   }
+  max_piece_ = piece_;
   // Every rank connected (and every shm segment mapped) before init returns.
   barrier();
   if (shm != nullptr) shm->unlink();

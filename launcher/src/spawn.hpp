@@ -1,6 +1,7 @@
-// Starting one rank: fork/exec with a close-on-exec status pipe. Between fork and exec the
-// child makes only async-signal-safe calls (everything it needs is prepared before fork); a
-// failing step writes {stage, errno} into the pipe and the parent formats the message.
+// Starting one rank: vfork-style clone + exec with a close-on-exec status pipe. Between
+// clone and exec the child makes only async-signal-safe calls (everything it needs is
+// prepared before); a failing step writes {stage, errno} into the pipe and the parent
+// formats the message.
 #pragma once
 
 #include <sched.h>
@@ -30,8 +31,8 @@ struct StartedChild {
   int status_fd = -1;  // read end of the CLOEXEC pipe
 };
 
-/// Forks the child (own process group, SIGKILL when sparkrun dies, default signal state).
-/// Throws std::system_error when fork or pipe fail.
+/// Starts the child (own process group, SIGKILL when sparkrun dies, default signal state).
+/// Throws std::system_error when clone or pipe fail.
 StartedChild start_child(const SpawnRequest& req);
 
 /// Waits for the child's exec: nullopt on success, else "PATH: reason". Closes status_fd.

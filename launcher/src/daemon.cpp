@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -136,22 +137,29 @@ class Link {
   // The link thread: heartbeats out, orders in.
   void run() {
     auto last_rx = Clock::now();
+    auto last_tx = Clock::now();
     for (;;) {
       std::optional<ctl::Frame> f;
+      // Wake at least every heartbeat period: ours go out on time whatever comes in.
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(last_tx + heartbeat_ - Clock::now());
       try {
-        f = client_.receive(heartbeat_);
+        f = client_.receive(std::max(left, std::chrono::milliseconds(1)));
       } catch (const ctl::LinkError& e) {
         return lost(e.what());
       }
       if (finished()) return;
+      const auto now = Clock::now();
+      if (now - last_tx >= heartbeat_) {
+        send(ctl::MsgType::kHeartbeat, {});
+        last_tx = now;
+      }
       if (!f) {
-        if (Clock::now() - last_rx > timeout_) {
+        if (now - last_rx > timeout_) {
           return lost("no message from the launcher for " + std::to_string(timeout_.count()) + " ms");
         }
-        send(ctl::MsgType::kHeartbeat, {});
         continue;
       }
-      last_rx = Clock::now();
+      last_rx = now;
       try {
         switch (f->type) {
           case ctl::MsgType::kHeartbeat:

@@ -434,6 +434,9 @@ int Coordinator::run() {
     n.command = n.local ? daemon : agent_argv(agent, n.host, daemon);
   }
   for (std::uint32_t i = 0; i < nodes_.size() && !aborting_; ++i) start_agent(i, secret_hex);
+  for (auto& n : nodes_) {
+    if (n.agent < 0) n.lost = true;  // not started: an earlier host failed already
+  }
   trace("launch agents started");
 
   connect_timer_.expires_after(kConnectTimeout);

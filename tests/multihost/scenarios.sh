@@ -53,6 +53,11 @@ modex)
   run -n 6 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3:2" "$rank" modex >"$out/o" 2>"$out/e" || fail "rc $?"
   [ "$(grep -c 'ok 6/6' "$out/o")" = 6 ] || fail "not every rank saw every key"
   ;;
+long_job)
+  # Longer than the 10 s link timeout: heartbeats keep both sides content.
+  run -n 3 --host "$MH_HOSTS" "$rank" sleep 12 "$marker" >"$out/o" 2>"$out/e" || fail "rc $?"
+  [ ! -s "$out/e" ] || fail "unexpected messages"
+  ;;
 rank_failure)
   # Rank 4 (host c) exits 3 after a fence; the others wait in a fence: group abort everywhere.
   start=$(date +%s)

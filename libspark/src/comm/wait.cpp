@@ -3,6 +3,8 @@
 // and step: that is where a FailureRecord is made.
 #include <chrono>
 #include <cstring>
+#include <sched.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -37,6 +39,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
   const auto start = Clock::now();
   const auto spin_until = start + std::chrono::microseconds(options_.spin_us);
+  unsigned spins = 0;
   for (;;) {
     for (auto& tr : transports_) tr->progress();
     if (ready(ctx)) return;
@@ -47,7 +50,13 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start);
     const auto limit = std::chrono::microseconds(std::uint64_t{timeout} * 1000);
     if (now < spin_until && waited < limit) {
-      SPARK_CPU_RELAX();
+      // Poll a few rounds hot (a peer that is running answers within a microsecond), then
+      // yield between polls: on an oversubscribed machine the peer may be waiting for this
+      // very CPU, and a hot spin would keep it off until our time slice ends.
+      if (++spins < 64)
+        SPARK_CPU_RELAX();
+      else
+        sched_yield();
       continue;
     }
     std::string detail;

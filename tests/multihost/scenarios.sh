@@ -214,6 +214,7 @@ link_cut)
   wait $launcher
   [ $? != 0 ] || fail "exit code 0 after a cut link"
   expect "no data from rank [0-9] on lane tcp:[0-9]" "$out/e"
+  grep "no data from rank" "$out/e" | head -3
   wait_for 15 ns_empty || fail "processes left in a namespace"
   ;;
 *)

@@ -29,6 +29,9 @@
 #include "spawn.hpp"
 #include "subcommands.hpp"
 #include "usage_error.hpp"
+#ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
+#include "binding.hpp"
+#endif
 
 extern char** environ;
 
@@ -95,16 +98,24 @@ int launch(const Options& o) {
   }
   JobPlan plan = make_job_plan(in);
 
-  if (!o.bind_to.empty() || (!o.map_by.empty() && o.map_by != "node") || o.report_bindings ||
-      !o.topology.empty()) {
+  const bool binding_options_given = !o.bind_to.empty() ||
+                                     (!o.map_by.empty() && o.map_by != "node") ||
+                                     o.report_bindings || !o.topology.empty();
+#ifndef SPARK_LAUNCH_HAVE_TOPOLOGY
+  if (binding_options_given) {
     throw UsageError(
         "--bind-to/--map-by/--report-bindings/--topology are not available in this build yet");
   }
+#endif
 
   // A host that is not this machine: node daemons on every host (docs/multihost.md).
   bool remote = false;
   for (const auto& n : plan.nodes) remote = remote || !n.local;
   if (remote) {
+    if (binding_options_given) {  // node daemons do not bind yet (docs/binding.md)
+      throw UsageError("--bind-to/--map-by/--report-bindings/--topology are not available with "
+                       "remote hosts yet");
+    }
     MultiHostSpec m;
     const auto env = current_environment();
     for (const auto& x : o.exports) m.exports.push_back(resolve_export(x, env));
@@ -149,6 +160,9 @@ int launch(const Options& o) {
   spec.job_id = make_job_id();
   spec.plan = std::move(plan);
   spec.node = 0;  // single host: the launcher runs the (only) node itself
+#ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
+  plan_node_binding(binding_options(o), spec);  // cores and lanes per rank (docs/binding.md)
+#endif
   spec.program_path = *program;
   spec.argv = o.command;
   spec.format = {o.tag_output, o.timestamp_output};

@@ -98,10 +98,14 @@ struct Cli {
                    "Interface or IPv4 CIDR for the launcher-daemon control plane (default: the "
                    "route to each host)");
     // Binding: the plan is made by the topology part (spark::topo).
-    app.add_option("--bind-to", o.bind_to, "Bind each rank: core|l3|none (topology part)");
-    app.add_option("--map-by", o.map_by, "Place ranks: core|l3|nic (topology part)");
-    app.add_flag("--report-bindings", o.report_bindings, "Print the binding plan as a table");
-    app.add_option("--topology", o.topology, "Plan from this hwloc XML instead of the machine");
+    app.add_option("--bind-to", o.bind_to,
+                   "Bind each rank: fast|core|l3|none (default fast: fastest cores, best L3 first)");
+    app.add_option("--map-by", o.map_by,
+                   "Place ranks: slot|core|l3 on a node (default slot); node: ranks over hosts");
+    app.add_flag("--report-bindings", o.report_bindings,
+                 "Print the binding plan as a table on stderr");
+    app.add_option("--topology", o.topology,
+                   "Plan binding for this hwloc XML machine (docs/binding.md); run here unbound");
   }
 };
 

@@ -3,15 +3,21 @@
 #include <array>
 
 #include "doctor.hpp"
+#ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
+#include "topo_command.hpp"
+#endif
 
 namespace spark::launch {
 
 // One line per subcommand: {"topo", "show the machine's topology", &topo_main}, ...
 // (parts that add one declare its function in their own header and add it here).
 namespace {
-constexpr std::array<Subcommand, 1> kSubcommands = {{
+constexpr Subcommand kSubcommands[] = {
     {"doctor", "check this host's RDMA devices, GIDs, MTU, locked memory, libraries", &doctor::doctor_main},
-}};
+#ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
+    {"topo", "show the machine (or --topology FILE) as sparkrun's binding sees it", &topo_main},
+#endif
+};
 }  // namespace
 
 std::span<const Subcommand> subcommands() { return kSubcommands; }

@@ -74,6 +74,8 @@ TEST(DeviceCommGpu, SingletonAllreduceAndChecks) {
   dev.set_timeout_ms(1234);
   EXPECT_EQ(dev.timeout_ms(), 1234u);
   EXPECT_EQ(comm.timeout_ms(), 1234u);
+  comm.set_timeout_ms(777);  // the communicator mirrors it into the control block
+  EXPECT_EQ(dev.timeout_ms(), 777u);
 }
 #endif
 

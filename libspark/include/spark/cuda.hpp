@@ -68,13 +68,14 @@ class DeviceComm {
   /// communicator's own record, else nothing.
   std::optional<FailureRecord> failure() const;
   void check_health() const;
-  /// Sets the communicator's timeout and the one device waits read (also in captured graphs).
+  /// Same as comm.set_timeout_ms(): the communicator mirrors its timeout into the control
+  /// block that device waits read (also in captured graphs).
   void set_timeout_ms(std::uint32_t ms);
   std::uint32_t timeout_ms() const noexcept;
   std::size_t max_bytes() const noexcept;
-  /// Whether a failure first seen on the GPU side (a kernel's wait expired) aborts the rank
-  /// group through the launcher, as the communicator does with its own failures (default on;
-  /// tests that inspect failure() after a trap turn it off).
+  /// A failure first seen on the GPU side (a kernel's wait expired) fails the communicator and
+  /// follows its report policy: by default the rank group is aborted through the launcher.
+  /// Off = only record (tests that inspect failure() after a trap). Sets the communicator's.
   void set_report_failures(bool on) noexcept;
 
  private:

@@ -1,8 +1,6 @@
 // spark::cuda::DeviceComm with CUDA: the pinned channel, the host proxy and the kernel launch.
 #include <cuda_runtime_api.h>
 
-#include <atomic>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -89,6 +87,8 @@ class DeviceCommImpl {
       throw Error("loading the device allreduce kernels failed (" + cuda_text(e) +
                   "): was libspark built for this GPU? (CMAKE_CUDA_ARCHITECTURES)");
     }
+    // Communicator::set_timeout_ms writes the control block too (graphs see it).
+    comm_.impl().add_timeout_mirror(&host_.ctl->timeout_ms);
     Communicator* c = &comm_;
     proxy_ = std::make_unique<Proxy>(
         host_,
@@ -102,6 +102,7 @@ class DeviceCommImpl {
     // A kernel in flight needs the proxy and the channel: let it finish (or trap) first.
     cudaDeviceSynchronize();
     proxy_.reset();
+    comm_.impl().remove_timeout_mirror(&host_.ctl->timeout_ms);
   }
 
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
@@ -143,25 +144,19 @@ class DeviceCommImpl {
     if (auto r = failure()) throw CommFailure(*r);
   }
 
-  void set_timeout_ms(std::uint32_t ms) {
-    comm_.set_timeout_ms(ms);
-    sk::set_timeout_ms(host_.ctl, ms);
-  }
+  void set_timeout_ms(std::uint32_t ms) { comm_.set_timeout_ms(ms); }  // + the mirror
   std::uint32_t timeout_ms() const noexcept {
     return __atomic_load_n(&host_.ctl->timeout_ms, __ATOMIC_ACQUIRE);
   }
   std::size_t max_bytes() const noexcept { return max_bytes_; }
-  void set_report_failures(bool on) noexcept { report_.store(on); }
+  void set_report_failures(bool on) noexcept { comm_.impl().set_report_failures(on); }
 
  private:
-  /// Proxy thread, once: a GPU-side record (kernel timeout) must stop the rank group like
-  /// any other failure. A failure of the communicator itself was reported by it already.
+  /// Proxy thread, once: a GPU-side record (a kernel's wait expired) fails the communicator
+  /// and, by its report policy, aborts the rank group (first record wins; a failure of the
+  /// communicator itself was reported by it already).
   void on_failure() {
-    const auto r = failure();
-    if (!r || !report_.load() || comm_.failure()) return;
-    const std::string line = to_string(*r);
-    std::fprintf(stderr, "spark: %s\n", line.c_str());
-    comm_.impl().bootstrap().abort(1, line);
+    if (auto r = failure()) comm_.impl().fail_external(*r);
   }
 
   static bool accessible(const void* p) {
@@ -182,7 +177,6 @@ class DeviceCommImpl {
   std::size_t max_bytes_;
   PinnedMapped mem_;
   sk::Channel host_, device_;
-  std::atomic<bool> report_{true};
   std::unique_ptr<Proxy> proxy_;
 };
 

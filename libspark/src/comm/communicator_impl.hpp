@@ -92,6 +92,7 @@ class CommunicatorImpl {
   // tuning / measurement
   void set_allreduce_algo(AllreduceAlgo algo) noexcept { algo_ = algo; }
   /// Messages up to this many bytes use the one-shot allreduce (measured, docs/collectives.md).
+  /// Like set_allreduce_algo, every rank must use the same value (else: a mismatch failure).
   void set_one_shot_max_bytes(std::size_t bytes) noexcept { one_shot_max_ = bytes; }
   std::size_t one_shot_max_bytes() const noexcept { return one_shot_max_; }
   /// Bytes per message (<= the transports' slot size; every rank must use the same value).
@@ -153,7 +154,7 @@ class CommunicatorImpl {
   std::uint64_t seq_ = 0;
   Op op_;
   AllreduceAlgo algo_ = AllreduceAlgo::automatic;
-  std::size_t one_shot_max_ = 64 * 1024;
+  std::size_t one_shot_max_ = 16 * 1024;  ///< set at wire-up from the measured crossover
 
   std::atomic<std::uint32_t> timeout_ms_;
   mutable std::mutex mirrors_mu_;

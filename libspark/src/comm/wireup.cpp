@@ -43,6 +43,14 @@ void CommunicatorImpl::wire_up() {
   std::vector<std::string> nodes(static_cast<std::size_t>(size_));
   for (int r = 0; r < size_; ++r) nodes[static_cast<std::size_t>(r)] = get_string(*boot_, r, "spark.node");
 
+  // The allreduce crossover (one-shot up to this size, docs/collectives.md) must be the same
+  // on every rank, so it depends only on what every rank knows: the node ids and the knob.
+  const bool one_node = std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) { return n == nodes[0]; });
+  const bool network = options_.transport == config::Transport::tcp ||
+                       options_.transport == config::Transport::roce ||
+                       (options_.transport == config::Transport::auto_select && !one_node);
+  one_shot_max_ = network ? (size_ == 2 ? 256 * 1024 : 32 * 1024) : 16 * 1024;
+
   std::vector<int> shm_peers, tcp_peers, roce_peers;
   std::vector<bool> same_node(static_cast<std::size_t>(size_));
   for (int r = 0; r < size_; ++r) {

@@ -1,8 +1,8 @@
 #include "exit_rules.hpp"
 
+#include <sys/wait.h>
 #include <cstdio>
 #include <cstring>
-#include <sys/wait.h>
 
 namespace spark::launch {
 namespace {
@@ -48,10 +48,11 @@ bool ExitTracker::rank_ended(int rank, pid_t pid, int wait_status) {
 
 bool ExitTracker::rank_aborted(int rank, pid_t pid, int status, const std::string& message) {
   (void)message;  // printed by the runner for every abort, first or not
-  return first(status == 0 ? 1 : (status & 0xff) == 0 ? 1 : status & 0xff,
+  return first(status == 0            ? 1
+               : (status & 0xff) == 0 ? 1
+                                      : status & 0xff,
                "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) +
-                   ") called abort with status " + std::to_string(status) +
-                   "; stopping the job");
+                   ") called abort with status " + std::to_string(status) + "; stopping the job");
 }
 
 bool ExitTracker::start_failed(int rank, const std::string& reason) {

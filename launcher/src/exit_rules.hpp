@@ -8,9 +8,9 @@
 // Ranks that die after the group abort began (from our SIGTERM/SIGKILL) do not count.
 #pragma once
 
+#include <sys/types.h>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 
 namespace spark::launch {
 

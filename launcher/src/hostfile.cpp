@@ -1,9 +1,9 @@
 #include "hostfile.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 
 #include "strict_parse.hpp"
@@ -41,9 +41,8 @@ std::vector<HostSlots> parse_host_list(std::string_view spec) {
   size_t start = 0;
   while (start <= spec.size()) {
     size_t comma = spec.find(',', start);
-    std::string_view item = spec.substr(start, comma == std::string_view::npos
-                                                   ? std::string_view::npos
-                                                   : comma - start);
+    std::string_view item = spec.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (item.empty()) {
       throw UsageError("--host: empty host name in '" + std::string(spec) + "'");
     }

@@ -33,7 +33,7 @@ namespace {
     ssize_t n = read(fd, &pgid, sizeof pgid);
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof pgid)) break;  // EOF: sparkrun is gone
-    if (pgid == 0) _exit(0);                              // disarmed
+    if (pgid == 0) _exit(0);                            // disarmed
     if (groups.size() < groups.capacity()) groups.push_back(pgid);
   }
   for (pid_t g : groups) kill(-g, SIGKILL);

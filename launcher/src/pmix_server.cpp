@@ -132,8 +132,8 @@ pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, voi
   return PMIX_OPERATION_SUCCEEDED;
 }
 
-pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[],
-                       pmix_proc_t[], size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t[],
+                       size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
   if (g_server == nullptr || !g_server->hooks().abort) return PMIX_ERR_NOT_SUPPORTED;
   // The client stays blocked in PMIx_Abort until `done` runs: the runner records the
   // abort before the rank can exit, so the abort (not the exit) is the first failure.

@@ -16,23 +16,22 @@
 namespace spark::launch {
 
 struct PmixJob {
-  std::string nspace;                         // = SPARK_JOB_ID
+  std::string nspace;  // = SPARK_JOB_ID
   int size = 0;
   int universe_size = 0;
-  std::vector<std::string> node_hosts;        // every node of the job, in node order
-  std::vector<std::vector<int>> node_ranks;   // global ranks per node
+  std::vector<std::string> node_hosts;       // every node of the job, in node order
+  std::vector<std::vector<int>> node_ranks;  // global ranks per node
   int this_node = 0;
-  std::string tmpdir;                         // job's top tmp dir (PMIX_TMPDIR)
+  std::string tmpdir;  // job's top tmp dir (PMIX_TMPDIR)
 };
 
 struct FenceRequest {
-  std::string data;                                 // this node's combined contributions
+  std::string data;                                    // this node's combined contributions
   std::function<void(std::string all_data)> complete;  // call once, from any thread
 };
 
 struct PmixHooks {
-  std::function<void(int rank, int status, std::string message, std::function<void()> done)>
-      abort;
+  std::function<void(int rank, int status, std::string message, std::function<void()> done)> abort;
   std::function<void(FenceRequest)> fence;
   std::function<void(int rank)> connected;
   std::function<void(int rank)> finalized;

@@ -23,8 +23,7 @@ EnvVar resolve_export(std::string_view arg, const std::vector<std::string>& envi
   size_t eq = arg.find('=');
   std::string name(arg.substr(0, eq));
   if (!valid_name(name)) {
-    throw UsageError("-x " + std::string(arg) + ": '" + name +
-                     "' is not a valid variable name");
+    throw UsageError("-x " + std::string(arg) + ": '" + name + "' is not a valid variable name");
   }
   if (eq != std::string_view::npos) return {name, std::string(arg.substr(eq + 1))};
   for (const auto& entry : environment) {

@@ -20,13 +20,14 @@ struct RankIdentity {
   int local_size = 1;
   int node_rank = 0;  // index of the rank's node in the job
   std::string job_id;
-  std::string host;   // node name from the host list (not gethostname())
-  std::string cpuset; // "15-19" when bound, else empty (no SPARK_CPUSET)
-  std::string lanes;  // "rocep1s0f0,..." when chosen, else empty (no SPARK_LANES)
+  std::string host;    // node name from the host list (not gethostname())
+  std::string cpuset;  // "15-19" when bound, else empty (no SPARK_CPUSET)
+  std::string lanes;   // "rocep1s0f0,..." when chosen, else empty (no SPARK_LANES)
 };
 
 /// Parses one -x argument. "VAR" takes VAR's value from `environment` ("NAME=value"
-/// entries; throws UsageError when unset), "VAR=value" sets it. Names must be [A-Za-z_][A-Za-z0-9_]*.
+/// entries; throws UsageError when unset), "VAR=value" sets it. Names must be
+/// [A-Za-z_][A-Za-z0-9_]*.
 EnvVar resolve_export(std::string_view arg, const std::vector<std::string>& environment);
 
 /// The SPARK_* identity variables for one rank.

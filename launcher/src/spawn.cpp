@@ -14,18 +14,35 @@
 namespace spark::launch {
 namespace {
 
-enum Stage : int { kSetpgid = 1, kPdeathsig, kParentGone, kStdin, kStdout, kStderr, kAffinity, kExec };
+enum Stage : int {
+  kSetpgid = 1,
+  kPdeathsig,
+  kParentGone,
+  kStdin,
+  kStdout,
+  kStderr,
+  kAffinity,
+  kExec
+};
 
 const char* stage_text(int stage) {
   switch (stage) {
-    case kSetpgid: return "setpgid";
-    case kPdeathsig: return "prctl(PR_SET_PDEATHSIG)";
-    case kParentGone: return "sparkrun exited before the rank started";
-    case kStdin: return "redirecting stdin";
-    case kStdout: return "redirecting stdout";
-    case kStderr: return "redirecting stderr";
-    case kAffinity: return "sched_setaffinity (binding)";
-    default: return "";
+    case kSetpgid:
+      return "setpgid";
+    case kPdeathsig:
+      return "prctl(PR_SET_PDEATHSIG)";
+    case kParentGone:
+      return "sparkrun exited before the rank started";
+    case kStdin:
+      return "redirecting stdin";
+    case kStdout:
+      return "redirecting stdout";
+    case kStderr:
+      return "redirecting stderr";
+    case kAffinity:
+      return "sched_setaffinity (binding)";
+    default:
+      return "";
   }
 }
 
@@ -138,7 +155,8 @@ StartedChild start_child(const SpawnRequest& req) {
   args.err_fd = req.stderr_fd;
 
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw std::system_error(errno, std::generic_category(), "pipe2");
   int null_fd = -1;
   if (req.stdin_fd < 0) {
     null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -189,15 +207,14 @@ std::optional<std::string> await_exec(StartedChild& child, const std::string& pa
   return path + ": " + stage_text(r.stage) + ": " + std::strerror(r.err);
 }
 
-std::optional<std::string> resolve_program(const std::string& name,
-                                           const std::string& path_env) {
+std::optional<std::string> resolve_program(const std::string& name, const std::string& path_env) {
   if (name.find('/') != std::string::npos) return name;
   std::string dirs = path_env.empty() ? "/usr/local/bin:/usr/bin:/bin" : path_env;
   size_t start = 0;
   while (start <= dirs.size()) {
     size_t colon = dirs.find(':', start);
-    std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos
-                                                                      : colon - start);
+    std::string dir =
+        dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
     struct stat st;
     if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&

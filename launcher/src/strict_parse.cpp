@@ -31,8 +31,7 @@ double parse_seconds(std::string_view text, std::string_view what) {
                      "' is not a number of seconds (e.g. 30 or 0.5)");
   }
   constexpr double kYear = 365.0 * 24 * 3600;
-  if (ec == std::errc::result_out_of_range || !std::isfinite(value) || value < 0 ||
-      value > kYear) {
+  if (ec == std::errc::result_out_of_range || !std::isfinite(value) || value < 0 || value > kYear) {
     throw UsageError(std::string(what) + ": " + std::string(text) +
                      " is out of range (0 to 31536000 seconds)");
   }

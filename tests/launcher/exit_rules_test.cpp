@@ -7,8 +7,12 @@
 namespace spark::launch {
 namespace {
 
-int exited(int code) { return (code & 0xff) << 8; }  // a waitpid status
-int signaled(int sig) { return sig & 0x7f; }
+int exited(int code) {
+  return (code & 0xff) << 8;
+}  // a waitpid status
+int signaled(int sig) {
+  return sig & 0x7f;
+}
 
 TEST(ExitRules, AllZeroIsZero) {
   ExitTracker t;

@@ -1,8 +1,8 @@
 // Integration tests: run the real sparkrun on real programs (tests/launcher/progs) and check
 // output, exit codes, and that no process of a job survives.
-#include <gtest/gtest.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -173,11 +173,14 @@ TEST(LauncherJob, HelloThreeRanks) {
       if (l.rfind(tag, 0) != 0) continue;
       seen = true;
       const std::string rs = std::to_string(rank);
-      EXPECT_TRUE(contains(l, " rank=" + rs + " size=3 local_rank=" + rs + " local_size=3 "))
+      EXPECT_TRUE(contains(l, " rank=" + rs + " size=3 local_rank=" + rs + " local_size=3 ")) << l;
+      EXPECT_TRUE(contains(l, "univ=3 appnum=0 spark_rank=" + rs +
+                                  " spark_size=3 "
+                                  "spark_local_rank=" +
+                                  rs +
+                                  " spark_local_size=3 "
+                                  "spark_node_rank=0 "))
           << l;
-      EXPECT_TRUE(contains(l, "univ=3 appnum=0 spark_rank=" + rs + " spark_size=3 "
-                              "spark_local_rank=" + rs + " spark_local_size=3 "
-                              "spark_node_rank=0 ")) << l;
       // PMIx's hostname and SPARK_HOST agree.
       auto host = l.substr(l.find(" host=") + 6);
       host = host.substr(0, host.find(' '));
@@ -353,8 +356,8 @@ TEST(LauncherJob, StdinGoesToRankZeroOnly) {
 
 TEST(LauncherJob, OutputDirAndExports) {
   const std::string dir = ::testing::TempDir() + "/sparkrun_out_" + std::to_string(getpid());
-  Result r = sparkrun({"-n", "2", "--output-dir", dir, "-x", "SPARK_TEST_VAR=v1", "/bin/sh",
-                       "-c", "echo out-$SPARK_RANK-$SPARK_TEST_VAR; echo err-$SPARK_RANK >&2"});
+  Result r = sparkrun({"-n", "2", "--output-dir", dir, "-x", "SPARK_TEST_VAR=v1", "/bin/sh", "-c",
+                       "echo out-$SPARK_RANK-$SPARK_TEST_VAR; echo err-$SPARK_RANK >&2"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "");
   for (int rank = 0; rank < 2; ++rank) {
@@ -400,7 +403,8 @@ TEST(LauncherJob, BadInputStartsNothing) {
     EXPECT_TRUE(contains(r.err, "sparkrun: error: ")) << r.err;
     EXPECT_TRUE(contains(r.err, c.message)) << r.err;
     struct stat st;
-    EXPECT_NE(stat(flag.c_str(), &st), 0) << "a rank was started for " << ::testing::PrintToString(c.args);
+    EXPECT_NE(stat(flag.c_str(), &st), 0)
+        << "a rank was started for " << ::testing::PrintToString(c.args);
     unlink(flag.c_str());
   }
 }
@@ -408,9 +412,9 @@ TEST(LauncherJob, BadInputStartsNothing) {
 TEST(LauncherJob, HelpAndVersion) {
   Result h = sparkrun({"--help"});
   EXPECT_EQ(h.code, 0);
-  for (const char* opt : {"-n", "--host", "--hostfile", "-x", "--tag-output", "--timestamp-output",
-                          "--output-dir", "--timeout", "--kill-grace", "--oversubscribe",
-                          "--print-config"}) {
+  for (const char* opt :
+       {"-n", "--host", "--hostfile", "-x", "--tag-output", "--timestamp-output", "--output-dir",
+        "--timeout", "--kill-grace", "--oversubscribe", "--print-config"}) {
     EXPECT_TRUE(contains(h.out, opt)) << opt;
   }
   Result v = sparkrun({"--version"});
@@ -424,12 +428,12 @@ TEST(LauncherJob, PrintConfig) {
   ASSERT_EQ(d.code, 0) << d.err;
   EXPECT_TRUE(contains(d.out, "SPARKNET_ROCE_TIMEOUT_MS=10000")) << d.out;
   EXPECT_TRUE(contains(d.out, "default")) << d.out;
-  Result e = finish(spawn({"/usr/bin/env", "SPARKNET_ROCE_TIMEOUT_MS=5000", SPARKRUN,
-                           "--print-config"}));
+  Result e =
+      finish(spawn({"/usr/bin/env", "SPARKNET_ROCE_TIMEOUT_MS=5000", SPARKRUN, "--print-config"}));
   ASSERT_EQ(e.code, 0) << e.err;
   EXPECT_TRUE(contains(e.out, "SPARKNET_ROCE_TIMEOUT_MS=5000")) << e.out;
-  Result bad = finish(spawn({"/usr/bin/env", "SPARKNET_ROCE_TIMEOUT_MS=abc", SPARKRUN,
-                             "--print-config"}));
+  Result bad =
+      finish(spawn({"/usr/bin/env", "SPARKNET_ROCE_TIMEOUT_MS=abc", SPARKRUN, "--print-config"}));
   EXPECT_EQ(bad.code, 2);
   EXPECT_TRUE(contains(bad.err, "SPARKNET_ROCE_TIMEOUT_MS")) << bad.err;
 }

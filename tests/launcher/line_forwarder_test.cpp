@@ -25,8 +25,8 @@ TEST(LineForwarder, WholeLinesOnly) {
   f.feed("ld\nx\n");
   f.feed("tail");
   f.finish();
-  EXPECT_EQ(c.out, (std::vector<std::string>{"[3] hello\n", "[3] world\n", "[3] x\n",
-                                              "[3] tail\n"}));
+  EXPECT_EQ(c.out,
+            (std::vector<std::string>{"[3] hello\n", "[3] world\n", "[3] x\n", "[3] tail\n"}));
 }
 
 TEST(LineForwarder, UntaggedPassesBytes) {

@@ -6,7 +6,9 @@
 namespace spark::launch {
 namespace {
 
-ParseResult parse(std::vector<std::string> args) { return parse_options(args); }
+ParseResult parse(std::vector<std::string> args) {
+  return parse_options(args);
+}
 
 TEST(Options, MpirunStyle) {
   auto r = parse({"-np", "3", "--tag-output", "-x", "FOO=1", "-x", "BAR", "./app", "-n", "5"});
@@ -20,8 +22,8 @@ TEST(Options, MpirunStyle) {
 }
 
 TEST(Options, ShortAndLongForms) {
-  auto r = parse({"-n", "2", "--host", "a:2,b", "-H", "c", "--timeout", "1.5", "--kill-grace",
-                  "0", "--oversubscribe", "--timestamp-output", "--output-dir", "out", "prog"});
+  auto r = parse({"-n", "2", "--host", "a:2,b", "-H", "c", "--timeout", "1.5", "--kill-grace", "0",
+                  "--oversubscribe", "--timestamp-output", "--output-dir", "out", "prog"});
   EXPECT_EQ(*r.options.np, 2);
   EXPECT_EQ(r.options.hosts, (std::vector<std::string>{"a:2,b", "c"}));
   EXPECT_DOUBLE_EQ(*r.options.timeout_s, 1.5);
@@ -64,8 +66,7 @@ void expect_usage_error(std::vector<std::string> args, const std::string& fragme
     parse(args);
     FAIL() << "accepted: " << ::testing::PrintToString(args);
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
-        << "message: " << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "message: " << e.what();
   }
 }
 

@@ -23,9 +23,8 @@ TEST(RankEnv, IdentityVariables) {
   id.job_id = "job7";
   id.host = "spark2";
   auto env = build_env({}, {identity_env(id)});
-  for (const char* e : {"SPARK_RANK=2", "SPARK_SIZE=3", "SPARK_LOCAL_RANK=1",
-                        "SPARK_LOCAL_SIZE=2", "SPARK_NODE_RANK=1", "SPARK_JOB_ID=job7",
-                        "SPARK_HOST=spark2"}) {
+  for (const char* e : {"SPARK_RANK=2", "SPARK_SIZE=3", "SPARK_LOCAL_RANK=1", "SPARK_LOCAL_SIZE=2",
+                        "SPARK_NODE_RANK=1", "SPARK_JOB_ID=job7", "SPARK_HOST=spark2"}) {
     EXPECT_TRUE(has(env, e)) << e;
   }
   EXPECT_EQ(env.size(), 7u);  // no SPARK_CPUSET / SPARK_LANES when unbound

@@ -42,8 +42,8 @@ mr=(mpirun.openmpi -n 3 --host "$MH_HOSTS" --mca plm_rsh_agent "$tmp/agent"
     --mca oob_tcp_if_include "$MH_NET" --mca btl_tcp_if_include "$MH_NET" --mca btl self,tcp)
 
 echo "== 3-host launch (/bin/true on each of 3 namespaces), hyperfine, $runs runs"
-hyperfine -N --warmup 2 --runs "$runs" --export-json "$tmp/launch.json" \
-  -n sparkrun "${sr[*]} /bin/true" -n mpirun "${mr[*]} /bin/true" >/dev/null
+hyperfine -N -i --warmup 2 --runs "$runs" --export-json "$tmp/launch.json" \
+  -n sparkrun "$(printf '%q ' "${sr[@]}") /bin/true" -n mpirun "$(printf '%q ' "${mr[@]}") /bin/true" >/dev/null
 python3 - "$tmp/launch.json" <<'PY'
 import json, statistics, sys
 r = {x["command"]: statistics.median(x["times"]) * 1000 for x in json.load(open(sys.argv[1]))["results"]}
@@ -52,10 +52,10 @@ PY
 
 echo "== allreduce across 3 namespaces over tcp (float sum, $iters iters, median of 3 runs)"
 for k in 1 2 3; do
-  "${sr[@]}" -x SPARK_TRANSPORT=tcp "$perf" --csv -b 1024 -e 16777216 -f 16384 -n "$iters" -w 5 -c 0 |
+  "${sr[@]}" -x SPARK_TRANSPORT=tcp "$perf" --csv -b 1024 -e 16777216 -f 128 -n "$iters" -w 5 -c 0 |
     awk -F, 'NR > 1 && $1 == "allreduce" { print $4 "," $9 "," $10 }' >"$tmp/spark.$k"
-  "${mr[@]}" "$tmp/mpi_allreduce" -b 1024 -e 16777216 -f 16384 -n "$iters" -w 5 | awk -F, 'NR > 1' >"$tmp/mpi.$k"
-  "${mr[@]}" --mca mpi_yield_when_idle 1 "$tmp/mpi_allreduce" -b 1024 -e 16777216 -f 16384 -n "$iters" -w 5 |
+  "${mr[@]}" "$tmp/mpi_allreduce" -b 1024 -e 16777216 -f 128 -n "$iters" -w 5 | awk -F, 'NR > 1' >"$tmp/mpi.$k"
+  "${mr[@]}" --mca mpi_yield_when_idle 1 "$tmp/mpi_allreduce" -b 1024 -e 16777216 -f 128 -n "$iters" -w 5 |
     awk -F, 'NR > 1' >"$tmp/mpiy.$k"
 done
 python3 - "$tmp" <<'PY'

@@ -20,7 +20,7 @@ StoreClient::StoreClient(const std::string& host, std::uint16_t port, Clock::tim
     : socket_(io_), address_(fmt::format("{}:{}", host, port)) {
   tcp::resolver resolver(io_);
   std::string last_error = "no attempt made";
-  auto backoff = std::chrono::milliseconds(20);
+  auto backoff = std::chrono::milliseconds(5);  // rank 0 is usually up within a few ms
   // Rank 0 may start later than the others: refused connections are retried until the deadline.
   while (true) {
     boost::system::error_code ec;

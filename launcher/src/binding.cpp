@@ -1,5 +1,6 @@
 #include "binding.hpp"
 
+#include <cstdlib>
 #include <optional>
 
 #include "spark/topo/error.hpp"
@@ -10,6 +11,13 @@ namespace spark::launch {
 
 BindingOptions binding_options(const Options& o) {
   return BindingOptions{o.bind_to, o.map_by, o.topology, o.report_bindings};
+}
+
+void skip_unneeded_hwloc_plugins() {
+  ::setenv("HWLOC_PLUGINS_BLACKLIST",
+           "hwloc_pci,hwloc_opencl,hwloc_gl,hwloc_xml_libxml,hwloc_cuda,hwloc_nvml,hwloc_rsmi,"
+           "hwloc_levelzero",
+           0);
 }
 
 namespace {
@@ -51,6 +59,7 @@ void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* er
     }
     topo::hca_from_env(options, env);
 
+    skip_unneeded_hwloc_plugins();
     topo::LoadOptions load = topo::load_options_from_env(env);
     if (!b.topology.empty()) load.xml_path = b.topology;
     topo::Topology topology = topo::Topology::load(load);

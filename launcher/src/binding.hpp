@@ -20,6 +20,13 @@ struct BindingOptions {
 
 BindingOptions binding_options(const Options& o);
 
+/// hwloc dlopens its plugins (PCI, OpenCL, GL, CUDA, libxml2...) in the first
+/// hwloc_topology_init of a process: ~10-30 ms that binding never needs (live NICs come from
+/// sysfs; XML files load with hwloc's built-in parser). Sets HWLOC_PLUGINS_BLACKLIST in
+/// sparkrun's own environment (not the ranks'), unless the user set it. Call before any hwloc
+/// use; the node runner's LocalTopology sets the same list.
+void skip_unneeded_hwloc_plugins();
+
 /// Plans the binding of spec.plan.nodes[spec.node]'s ranks. Reads SPARK_TOPOLOGY_XML,
 /// SPARK_IB_HCA and NCCL_IB_HCA from spec.exports, then spec.base_env. Fills spec.cpusets,
 /// cpuset_text and lanes when the plan applies to this machine; prints the --report-bindings

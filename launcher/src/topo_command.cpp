@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "binding.hpp"
 #include "spark/topo/error.hpp"
 #include "spark/topo/plan.hpp"
 
@@ -41,6 +42,7 @@ int topo_main(int argc, char** argv) {
     }
   }
   try {
+    skip_unneeded_hwloc_plugins();
     topo::LoadOptions load = topo::load_options_from_env([](std::string_view name) {
       const char* v = std::getenv(std::string(name).c_str());
       return v ? std::optional<std::string>(v) : std::nullopt;

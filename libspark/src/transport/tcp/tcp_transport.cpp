@@ -358,10 +358,27 @@ void TcpTransport::send(int q, const MsgHeader& header, const void* data) {
   f.header.kind = kData | (c.credits_owed << 8);  // piggyback credits we owe
   c.credits_owed = 0;
   std::byte* staging = c.tx_slots.get() + (c.tx_sent % opt_.slots) * opt_.slot_bytes;
-  if (header.bytes > 0) std::memcpy(staging, data, header.bytes);
-  f.data = staging;
   ++c.tx_sent;
   --c.credits;
+  f.data = staging;
+  if (c.queue.empty()) {
+    // Straight from the caller's buffer; only what the socket does not take now is copied
+    // to staging (the caller may reuse its buffer when send() returns).
+    iovec iov[2] = {{&f.header, sizeof(MsgHeader)}, {const_cast<void*>(data), header.bytes}};
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = header.bytes > 0 ? 2 : 1;
+    ssize_t r = ::sendmsg(c.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      mark_closed(c, std::string("send failed: ") + std::strerror(errno));
+      return;
+    }
+    f.done = r > 0 ? static_cast<std::size_t>(r) : 0;
+    if (f.done == sizeof(MsgHeader) + header.bytes) return;
+  }
+  // Copy the part not yet written (at its own offset, so flush() finds it there).
+  const std::size_t from = f.done > sizeof(MsgHeader) ? f.done - sizeof(MsgHeader) : 0;
+  if (header.bytes > from) std::memcpy(staging + from, static_cast<const std::byte*>(data) + from, header.bytes - from);
   c.queue.push_back(f);
   flush(c);
 }

@@ -73,7 +73,24 @@ void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* er
     const bool apply = plan.applies_here && options.bind_to != topo::BindTo::none &&
                        !(shared && b.bind_to.empty());
     if (plan.applies_here && shared && b.bind_to.empty()) {
-      plan.notes.push_back("ranks would share cores: left unbound (pass --bind-to to bind anyway)");
+      // Show what happens: unbound ranks, and why ("... share cores: 3 ranks on 2 cores").
+      std::string why;
+      for (auto it = plan.notes.begin(); it != plan.notes.end();) {
+        if (it->find(" share cores: ") != std::string::npos) {
+          why = it->substr(it->find(": ") + 2);
+          it = plan.notes.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      for (auto& r : plan.ranks) {
+        r.cpus.clear();
+        r.cpuset.clear();
+        r.kind = r.l3 = "-";
+        r.shared = false;
+      }
+      plan.notes.push_back("ranks would share cores (" + why +
+                           "): left unbound; pass --bind-to to bind anyway");
     }
 
     if (b.report_bindings) {

@@ -97,7 +97,12 @@ TEST(BindingHook, DefaultPolicyDoesNotPinSharedCores) {
   NodeRunSpec spec = spec_for(static_cast<int>(cpus) + 1);
   std::string err = plan({"", "", "", true}, spec);
   EXPECT_TRUE(spec.cpusets.empty()) << err;
-  EXPECT_NE(err.find("ranks would share cores: left unbound"), std::string::npos) << err;
+  EXPECT_NE(err.find("ranks would share cores (" + std::to_string(cpus + 1) + " ranks on " +
+                     std::to_string(cpus) + " cores): left unbound; pass --bind-to to bind anyway"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("unbound"), err.rfind("unbound")) << "table shows unbound ranks: " << err;
+  EXPECT_EQ(err.find("(shared)"), std::string::npos) << err;
   NodeRunSpec forced = spec_for(static_cast<int>(cpus) + 1);
   err = plan({"fast", "", "", true}, forced);
   EXPECT_FALSE(forced.cpusets.empty());

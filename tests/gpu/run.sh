@@ -48,10 +48,10 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPARK_ENABLE_CUDA=ON \
   || { tail -30 "$build/configure.log"; say "configure failed (log: $build/configure.log)"; exit 1; }
 grep -E '^-- sparkrun:' "$build/configure.log" | tee -a "$report" || true
 targets=(kernels_unit_tests kernels_gpu_tests gpu_bandwidth)
-if grep -q 'kernels_device_comm_tests' "$build/Makefile" "$build/build.ninja" 2>/dev/null \
-  || cmake --build "$build" --target help 2>/dev/null | grep -q kernels_device_comm_tests; then
-  targets+=(kernels_device_comm_tests)
-fi
+available=$(cmake --build "$build" --target help 2>/dev/null || true)
+for t in kernels_device_comm_tests kernels_gpu_fault_rank sparkrun; do  # when the repo has them
+  if grep -qw "$t" <<<"$available"; then targets+=("$t"); fi
+done
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >"$build/build.log" 2>&1 \
   || { tail -40 "$build/build.log"; say "build failed (log: $build/build.log)"; exit 1; }
 say "built ${targets[*]} in $(( $(date +%s) - start )) s"

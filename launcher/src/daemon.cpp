@@ -56,7 +56,8 @@ DaemonArgs parse_args(int argc, char** argv) {
       const size_t colon = value.rfind(':');
       if (colon == std::string::npos) throw std::invalid_argument("--connect wants ADDR:PORT");
       a.address = value.substr(0, colon);
-      a.port = static_cast<std::uint16_t>(parse_int(value.substr(colon + 1), 1, 65535, "--connect port"));
+      a.port = static_cast<std::uint16_t>(
+          parse_int(value.substr(colon + 1), 1, 65535, "--connect port"));
       have_connect = true;
     } else if (key == "--node") {
       a.node = static_cast<std::uint32_t>(parse_int(value, 0, 1 << 20, "--node"));
@@ -70,7 +71,8 @@ DaemonArgs parse_args(int argc, char** argv) {
     }
   }
   if (!have_connect || !have_node || a.job.empty()) {
-    throw std::invalid_argument("--connect, --node and --job are required (daemon mode is started by sparkrun itself)");
+    throw std::invalid_argument(
+        "--connect, --node and --job are required (daemon mode is started by sparkrun itself)");
   }
   return a;
 }
@@ -141,7 +143,8 @@ class Link {
     for (;;) {
       std::optional<ctl::Frame> f;
       // Wake at least every heartbeat period: ours go out on time whatever comes in.
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(last_tx + heartbeat_ - Clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(last_tx + heartbeat_ -
+                                                                              Clock::now());
       try {
         f = client_.receive(std::max(left, std::chrono::milliseconds(1)));
       } catch (const ctl::LinkError& e) {
@@ -155,7 +158,8 @@ class Link {
       }
       if (!f) {
         if (now - last_rx > timeout_) {
-          return lost("no message from the launcher for " + std::to_string(timeout_.count()) + " ms");
+          return lost("no message from the launcher for " + std::to_string(timeout_.count()) +
+                      " ms");
         }
         continue;
       }
@@ -173,7 +177,8 @@ class Link {
             {
               std::lock_guard<std::mutex> lock(m_);
               auto it = fences_.find(fe.seq);
-              if (it == fences_.end()) throw ctl::ProtocolError("fence-down for unknown fence " + std::to_string(fe.seq));
+              if (it == fences_.end())
+                throw ctl::ProtocolError("fence-down for unknown fence " + std::to_string(fe.seq));
               complete = std::move(it->second);
               fences_.erase(it);
             }
@@ -181,7 +186,8 @@ class Link {
             break;
           }
           default:
-            throw ctl::ProtocolError("unexpected " + ctl::type_name(static_cast<std::uint8_t>(f->type)));
+            throw ctl::ProtocolError("unexpected " +
+                                     ctl::type_name(static_cast<std::uint8_t>(f->type)));
         }
       } catch (const ctl::ProtocolError& e) {
         return lost(std::string("bad message from the launcher: ") + e.what());
@@ -262,10 +268,12 @@ int daemon_main(int argc, char** argv) {
     auto f = client->receive(60s);
     if (!f) throw ctl::LinkError("no plan from the launcher within 60 s");
     if (f->type != ctl::MsgType::kPlan) {
-      throw ctl::LinkError("expected the plan, got " + ctl::type_name(static_cast<std::uint8_t>(f->type)));
+      throw ctl::LinkError("expected the plan, got " +
+                           ctl::type_name(static_cast<std::uint8_t>(f->type)));
     }
     plan = ctl::decode_plan(f->payload);
-    if (plan.job_id != args.job || plan.node != args.node) throw ctl::LinkError("the plan is for another job or node");
+    if (plan.job_id != args.job || plan.node != args.node)
+      throw ctl::LinkError("the plan is for another job or node");
   } catch (const std::exception& e) {
     say("host " + args.host + ": node daemon: " + e.what());
     return 1;
@@ -306,8 +314,8 @@ int daemon_main(int argc, char** argv) {
   std::thread link_thread([&link] { link.run(); });
   if (!program) {
     const int first = node.ranks.empty() ? 0 : node.ranks.front();
-    const std::string line = "cannot start rank " + std::to_string(first) + " on " + node.host + ": " +
-                             plan.argv.front() + ": command not found in PATH";
+    const std::string line = "cannot start rank " + std::to_string(first) + " on " + node.host +
+                             ": " + plan.argv.front() + ": command not found in PATH";
     say(line);
     link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{kExitCannotStart, line}));
     code = kExitCannotStart;

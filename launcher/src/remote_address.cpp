@@ -15,11 +15,14 @@
 namespace spark::launch {
 namespace {
 
-bool parse_v4(const std::string& s, in_addr& out) { return ::inet_pton(AF_INET, s.c_str(), &out) == 1; }
+bool parse_v4(const std::string& s, in_addr& out) {
+  return ::inet_pton(AF_INET, s.c_str(), &out) == 1;
+}
 
 std::string available() {
   std::string s;
-  for (const auto& [ifname, addr] : local_ipv4_addresses()) s += (s.empty() ? "" : ", ") + ifname + " " + addr;
+  for (const auto& [ifname, addr] : local_ipv4_addresses())
+    s += (s.empty() ? "" : ", ") + ifname + " " + addr;
   return s.empty() ? "none" : s;
 }
 
@@ -32,7 +35,8 @@ std::string route_source(const std::string& host) {
   if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) {
     throw UsageError("cannot choose the control network: host '" + host +
                      "' does not resolve to an IPv4 address; give --control-net IFACE|CIDR "
-                     "(this machine has: " + available() + ")");
+                     "(this machine has: " +
+                     available() + ")");
   }
   std::string out;
   int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -97,8 +101,8 @@ ControlAddresses choose_control_addresses(const std::string& control_net,
     }
     if (out.listen.empty()) {
       throw UsageError("--control-net " + control_net + ": no IPv4 address of this machine " +
-                       (cidr ? "lies in that subnet" : "on that interface") + " (this machine has: " +
-                       available() + ")");
+                       (cidr ? "lies in that subnet" : "on that interface") +
+                       " (this machine has: " + available() + ")");
     }
     out.connect.assign(hosts.size(), out.listen);
     return out;

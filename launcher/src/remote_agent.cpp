@@ -60,14 +60,16 @@ std::vector<std::string> agent_argv(std::string_view agent, const std::string& h
   std::vector<std::string> argv = split_agent_command(agent);
   bool substituted = false;
   for (auto& w : argv) {
-    for (size_t pos = w.find("{host}"); pos != std::string::npos; pos = w.find("{host}", pos + host.size())) {
+    for (size_t pos = w.find("{host}"); pos != std::string::npos;
+         pos = w.find("{host}", pos + host.size())) {
       w.replace(pos, 6, host);
       substituted = true;
     }
   }
   if (!substituted) argv.push_back(host);
   const std::string& prog = argv.front();
-  const std::string base = prog.substr(prog.rfind('/') == std::string::npos ? 0 : prog.rfind('/') + 1);
+  const std::string base =
+      prog.substr(prog.rfind('/') == std::string::npos ? 0 : prog.rfind('/') + 1);
   const bool via_shell = base == "ssh" || base == "rsh";
   for (const auto& a : daemon_argv) argv.push_back(via_shell ? shell_quote(a) : a);
   return argv;

@@ -42,7 +42,9 @@ void write_all(int fd, std::string_view data) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
-        struct timespec ts{0, 1000000};
+        struct timespec ts {
+          0, 1000000
+        };
         nanosleep(&ts, nullptr);
         continue;
       }
@@ -52,7 +54,9 @@ void write_all(int fd, std::string_view data) {
   }
 }
 
-void say(const std::string& line) { write_all(STDERR_FILENO, "sparkrun: " + line + "\n"); }
+void say(const std::string& line) {
+  write_all(STDERR_FILENO, "sparkrun: " + line + "\n");
+}
 
 std::string self_exe() {
   char buf[4096];
@@ -98,7 +102,12 @@ struct Node {
 class Coordinator {
  public:
   explicit Coordinator(const MultiHostSpec& spec)
-      : spec_(spec), t0_(Clock::now()), timeout_timer_(io_), connect_timer_(io_), finish_timer_(io_), sig_(io_) {}
+      : spec_(spec),
+        t0_(Clock::now()),
+        timeout_timer_(io_),
+        connect_timer_(io_),
+        finish_timer_(io_),
+        sig_(io_) {}
   ~Coordinator() {
     for (auto& n : nodes_) {
       if (n.agent > 0 && !n.agent_ended) ::kill(-n.agent, SIGKILL);
@@ -167,7 +176,8 @@ void Coordinator::begin_abort(bool now) {
     if (ec) return;
     for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
       Node& n = nodes_[i];
-      if (!n.done && !n.lost) say("host " + n.host + ": the node daemon did not stop in time; killing it");
+      if (!n.done && !n.lost)
+        say("host " + n.host + ": the node daemon did not stop in time; killing it");
       n.lost = n.lost || !n.done;
       if (n.agent > 0 && !n.agent_ended) ::kill(-n.agent, SIGKILL);
       server_->close(i);
@@ -189,28 +199,29 @@ void Coordinator::check_finished() {
 }
 
 void Coordinator::read_stream(std::uint32_t i, Stream& s) {
-  s.fd->async_read_some(asio::buffer(s.buf), [this, i, &s](const boost::system::error_code& ec, std::size_t n) {
-    if (!ec) {
-      s.pending.append(s.buf.data(), n);
-      const size_t last = s.pending.rfind('\n');
-      if (last != std::string::npos) {
-        write_all(s.target, std::string_view(s.pending).substr(0, last + 1));
-        s.pending.erase(0, last + 1);
-      }
-      if (s.pending.size() > 1 << 20) {  // a huge line without newline: pass it on
-        write_all(s.target, s.pending);
+  s.fd->async_read_some(
+      asio::buffer(s.buf), [this, i, &s](const boost::system::error_code& ec, std::size_t n) {
+        if (!ec) {
+          s.pending.append(s.buf.data(), n);
+          const size_t last = s.pending.rfind('\n');
+          if (last != std::string::npos) {
+            write_all(s.target, std::string_view(s.pending).substr(0, last + 1));
+            s.pending.erase(0, last + 1);
+          }
+          if (s.pending.size() > 1 << 20) {  // a huge line without newline: pass it on
+            write_all(s.target, s.pending);
+            s.pending.clear();
+          }
+          return read_stream(i, s);
+        }
+        if (ec == asio::error::operation_aborted) return;
+        if (!s.pending.empty()) write_all(s.target, s.pending + "\n");
         s.pending.clear();
-      }
-      return read_stream(i, s);
-    }
-    if (ec == asio::error::operation_aborted) return;
-    if (!s.pending.empty()) write_all(s.target, s.pending + "\n");
-    s.pending.clear();
-    s.eof = true;
-    boost::system::error_code ignore;
-    s.fd->close(ignore);
-    check_finished();
-  });
+        s.eof = true;
+        boost::system::error_code ignore;
+        s.fd->close(ignore);
+        check_finished();
+      });
 }
 
 void Coordinator::start_agent(std::uint32_t i, const std::string& secret_hex) {
@@ -224,8 +235,10 @@ void Coordinator::start_agent(std::uint32_t i, const std::string& secret_hex) {
   auto path = resolve_program(n.command.front(), path_env ? path_env : "");
   if (!path) {
     for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
-    fail(kExitCannotStart, "host " + n.host + ": cannot start the launch agent: " + n.command.front() +
-                               ": command not found in PATH (see --launch-agent)", true);
+    fail(kExitCannotStart,
+         "host " + n.host + ": cannot start the launch agent: " + n.command.front() +
+             ": command not found in PATH (see --launch-agent)",
+         true);
     n.lost = true;
     return;
   }
@@ -251,7 +264,8 @@ void Coordinator::start_agent(std::uint32_t i, const std::string& secret_hex) {
     n.lost = true;
     fail(kExitCannotStart, "host " + n.host + ": cannot start the launch agent: " + *failure, true);
   }
-  for (auto [s, fd, target] : {std::tuple{&n.out, out[0], STDOUT_FILENO}, std::tuple{&n.err, err[0], STDERR_FILENO}}) {
+  for (auto [s, fd, target] :
+       {std::tuple{&n.out, out[0], STDOUT_FILENO}, std::tuple{&n.err, err[0], STDERR_FILENO}}) {
     s->fd = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
     s->target = target;
     s->eof = false;
@@ -271,11 +285,15 @@ void Coordinator::reap() {
       if (n.done || n.lost) break;
       n.lost = true;
       if (!n.authenticated) {
-        fail(1, "host " + n.host + ": the launch agent exited (" + describe_status(status) +
-                    ") before the node daemon connected; command: " + join(n.command), true);
+        fail(1,
+             "host " + n.host + ": the launch agent exited (" + describe_status(status) +
+                 ") before the node daemon connected; command: " + join(n.command),
+             true);
       } else {
-        fail(1, "host " + n.host + ": the node daemon exited (" + describe_status(status) +
-                    ") before its ranks ended; stopping every rank", true);
+        fail(1,
+             "host " + n.host + ": the node daemon exited (" + describe_status(status) +
+                 ") before its ranks ended; stopping every rank",
+             true);
       }
       break;
     }
@@ -284,23 +302,24 @@ void Coordinator::reap() {
 }
 
 void Coordinator::read_signals() {
-  sig_.async_read_some(asio::buffer(&si_, sizeof si_), [this](const boost::system::error_code& ec, std::size_t n) {
-    if (ec) return;
-    if (n == sizeof si_) {
-      const int signo = static_cast<int>(si_.ssi_signo);
-      if (signo == SIGCHLD) {
-        reap();
-      } else if (signo == SIGINT || signo == SIGTERM || signo == SIGHUP || signo == SIGQUIT) {
-        if (aborting_) {
-          begin_abort(true);  // asked twice: no more grace
-        } else {
-          if (tracker_.interrupted(signo)) say(tracker_.failure_line());
-          fail(tracker_.exit_code(), "", false);
+  sig_.async_read_some(
+      asio::buffer(&si_, sizeof si_), [this](const boost::system::error_code& ec, std::size_t n) {
+        if (ec) return;
+        if (n == sizeof si_) {
+          const int signo = static_cast<int>(si_.ssi_signo);
+          if (signo == SIGCHLD) {
+            reap();
+          } else if (signo == SIGINT || signo == SIGTERM || signo == SIGHUP || signo == SIGQUIT) {
+            if (aborting_) {
+              begin_abort(true);  // asked twice: no more grace
+            } else {
+              if (tracker_.interrupted(signo)) say(tracker_.failure_line());
+              fail(tracker_.exit_code(), "", false);
+            }
+          }
         }
-      }
-    }
-    read_signals();
-  });
+        read_signals();
+      });
 }
 
 void Coordinator::on_authenticated(std::uint32_t i) {
@@ -354,9 +373,11 @@ void Coordinator::on_message(std::uint32_t i, const ctl::Frame& f) {
       std::string all;
       for (const auto& c : slot) all += *c;
       fences_.erase(fe.seq);
-      trace("fence " + std::to_string(fe.seq) + " complete (" + std::to_string(all.size()) + " bytes)");
+      trace("fence " + std::to_string(fe.seq) + " complete (" + std::to_string(all.size()) +
+            " bytes)");
       const std::string payload = ctl::encode(ctl::Fence{fe.seq, std::move(all)});
-      for (std::uint32_t k = 0; k < nodes_.size(); ++k) server_->send(k, ctl::MsgType::kFenceDown, payload);
+      for (std::uint32_t k = 0; k < nodes_.size(); ++k)
+        server_->send(k, ctl::MsgType::kFenceDown, payload);
       return;
     }
     case ctl::MsgType::kFailed: {
@@ -375,7 +396,8 @@ void Coordinator::on_message(std::uint32_t i, const ctl::Frame& f) {
       return;
     }
     default:
-      throw ctl::ProtocolError("unexpected " + ctl::type_name(static_cast<std::uint8_t>(f.type)) + " from a daemon");
+      throw ctl::ProtocolError("unexpected " + ctl::type_name(static_cast<std::uint8_t>(f.type)) +
+                               " from a daemon");
   }
 }
 
@@ -422,15 +444,19 @@ int Coordinator::run() {
   read_signals();
 
   const std::string exe = self_exe();
-  const std::string agent = spec_.launch_agent.empty() ? std::string(kDefaultLaunchAgent) : spec_.launch_agent;
+  const std::string agent =
+      spec_.launch_agent.empty() ? std::string(kDefaultLaunchAgent) : spec_.launch_agent;
   const std::string secret_hex = ctl::to_hex(secret);
   nodes_.resize(spec_.plan.nodes.size());
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     Node& n = nodes_[i];
     n.host = spec_.plan.nodes[i].host;
     n.local = spec_.plan.nodes[i].local;
-    std::vector<std::string> daemon = {exe, "--daemon", "--connect", addr.connect[i] + ":" + std::to_string(port),
-                                       "--node", std::to_string(i), "--job", spec_.job_id, "--host", n.host};
+    std::vector<std::string> daemon = {exe,         "--daemon",
+                                       "--connect", addr.connect[i] + ":" + std::to_string(port),
+                                       "--node",    std::to_string(i),
+                                       "--job",     spec_.job_id,
+                                       "--host",    n.host};
     n.command = n.local ? daemon : agent_argv(agent, n.host, daemon);
   }
   for (std::uint32_t i = 0; i < nodes_.size() && !aborting_; ++i) start_agent(i, secret_hex);
@@ -445,15 +471,19 @@ int Coordinator::run() {
     for (auto& n : nodes_) {
       if (!n.authenticated && !n.lost) {
         n.lost = true;
-        fail(1, "host " + n.host + ": no node daemon connected within " +
-                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kConnectTimeout).count()) +
-                    " s; command: " + join(n.command), true);
+        fail(1,
+             "host " + n.host + ": no node daemon connected within " +
+                 std::to_string(
+                     std::chrono::duration_cast<std::chrono::seconds>(kConnectTimeout).count()) +
+                 " s; command: " + join(n.command),
+             true);
         if (n.agent > 0 && !n.agent_ended) ::kill(-n.agent, SIGKILL);
       }
     }
   });
   if (spec_.timeout_s) {
-    timeout_timer_.expires_after(std::chrono::microseconds(static_cast<long>(*spec_.timeout_s * 1e6)));
+    timeout_timer_.expires_after(
+        std::chrono::microseconds(static_cast<long>(*spec_.timeout_s * 1e6)));
     timeout_timer_.async_wait([this](const boost::system::error_code& ec) {
       if (ec || aborting_) return;
       if (tracker_.timed_out(*spec_.timeout_s)) say(tracker_.failure_line());

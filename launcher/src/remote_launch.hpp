@@ -20,12 +20,12 @@ struct MultiHostSpec {
   std::vector<std::string> argv;  // the program and its arguments, as typed
   std::vector<EnvVar> exports;    // -x, resolved here
   OutputFormat format;
-  std::string output_dir;         // on each host
+  std::string output_dir;  // on each host
   std::optional<double> timeout_s;
   double kill_grace_s = 2.0;
   bool verbose = false;
-  std::string launch_agent;       // empty: kDefaultLaunchAgent
-  std::string control_net;        // empty: route to each host
+  std::string launch_agent;  // empty: kDefaultLaunchAgent
+  std::string control_net;   // empty: route to each host
 };
 
 /// Runs the job across the hosts; returns sparkrun's exit code.

@@ -218,14 +218,17 @@ class ServerFixture : public ::testing::Test {
       }
       throw ProtocolError("unexpected " + type_name(static_cast<std::uint8_t>(f.type)));
     };
-    cb.lost = [this](std::uint32_t n, const std::string& why) { record("lost " + std::to_string(n) + " " + why); };
+    cb.lost = [this](std::uint32_t n, const std::string& why) {
+      record("lost " + std::to_string(n) + " " + why);
+    };
     cb.log = [this](const std::string& line) { record("log " + line); };
     ControlServer::Settings st;
     st.handshake_timeout = 500ms;
     st.heartbeat = 100ms;
     st.link_timeout = 800ms;
-    server_ = std::make_unique<ControlServer>(io_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0),
-                                              secret_, "job-1", 3, cb, st);
+    server_ = std::make_unique<ControlServer>(
+        io_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0), secret_, "job-1", 3,
+        cb, st);
     port_ = server_->local_endpoint().port();
     thread_ = std::thread([this] { io_.run(); });
   }
@@ -324,7 +327,8 @@ TEST_F(ServerFixture, ClientChecksTheLauncher) {
   const auto port = acc.local_endpoint().port();
   std::thread fake([&] {
     auto s = acc.accept();
-    asio::write(s, asio::buffer(encode_frame(MsgType::kChallenge, encode(Challenge{random_nonce()}))));
+    asio::write(s,
+                asio::buffer(encode_frame(MsgType::kChallenge, encode(Challenge{random_nonce()}))));
     char buf[256];
     boost::system::error_code ec;
     s.read_some(asio::buffer(buf), ec);
@@ -369,7 +373,8 @@ TEST(ControlClient, UnreachableLauncherIsAClearError) {
     ControlClient c("127.0.0.1", port, 2s);
     ADD_FAILURE() << "connected to nothing";
   } catch (const LinkError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot connect to the launcher"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot connect to the launcher"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(ControlClient("not-an-ip", 1, 1s), LinkError);
 }

@@ -14,7 +14,8 @@ const std::vector<std::string> kDaemon = {"/opt/sparkrun", "--daemon", "--job", 
 
 TEST(LaunchAgent, NetnsAgentGetsWordsUnquoted) {
   auto argv = agent_argv("ip netns exec {host}", "ns1", kDaemon);
-  std::vector<std::string> want = {"ip", "netns", "exec", "ns1", "/opt/sparkrun", "--daemon", "--job", "a b'c"};
+  std::vector<std::string> want = {"ip",       "netns", "exec", "ns1", "/opt/sparkrun",
+                                   "--daemon", "--job", "a b'c"};
   EXPECT_EQ(argv, want);
 }
 
@@ -30,7 +31,8 @@ TEST(LaunchAgent, SshGetsHostAppendedAndShellQuotedWords) {
 }
 
 TEST(LaunchAgent, SplittingIsStrict) {
-  EXPECT_EQ(split_agent_command("a 'b c' \"d e\" f\\ g"), (std::vector<std::string>{"a", "b c", "d e", "f g"}));
+  EXPECT_EQ(split_agent_command("a 'b c' \"d e\" f\\ g"),
+            (std::vector<std::string>{"a", "b c", "d e", "f g"}));
   EXPECT_THROW(split_agent_command("a 'b"), UsageError);
   EXPECT_THROW(split_agent_command("   "), UsageError);
   EXPECT_EQ(agent_argv("srun -w {host} --nodelist={host}", "n1", {}),

@@ -14,16 +14,21 @@ template <typename A>
 A random_array(const char* what) {
   A a{};
   if (RAND_bytes(a.data(), static_cast<int>(a.size())) != 1) {
-    throw std::runtime_error(std::string("cannot make the job's ") + what +
-                             ": OpenSSL RAND_bytes failed (is the system's entropy source available?)");
+    throw std::runtime_error(
+        std::string("cannot make the job's ") + what +
+        ": OpenSSL RAND_bytes failed (is the system's entropy source available?)");
   }
   return a;
 }
 
 }  // namespace
 
-Secret random_secret() { return random_array<Secret>("secret"); }
-Nonce random_nonce() { return random_array<Nonce>("nonce"); }
+Secret random_secret() {
+  return random_array<Secret>("secret");
+}
+Nonce random_nonce() {
+  return random_array<Nonce>("nonce");
+}
 
 Mac make_mac(const Secret& secret, Role role, std::string_view job_id, std::uint32_t node,
              const Nonce& peer_nonce, const Nonce& own_nonce) {
@@ -37,15 +42,17 @@ Mac make_mac(const Secret& secret, Role role, std::string_view job_id, std::uint
   Mac mac{};
   unsigned int len = 0;
   if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-           reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac.data(), &len) ==
-          nullptr ||
+           reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac.data(),
+           &len) == nullptr ||
       len != mac.size()) {
     throw std::runtime_error("HMAC-SHA256 failed (OpenSSL)");
   }
   return mac;
 }
 
-bool mac_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+bool mac_equal(const Mac& a, const Mac& b) {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
 
 std::string to_hex(const Secret& secret) {
   static constexpr char kDigits[] = "0123456789abcdef";

@@ -1,8 +1,9 @@
 // Authentication of control connections with a per-job secret (HMAC-SHA256, OpenSSL).
 //
 //   launcher -> daemon  challenge: nonce_l
-//   daemon -> launcher  hello:     node, nonce_d, HMAC(secret, "sparkrun-daemon" | job | node | nonce_l | nonce_d)
-//   launcher -> daemon  welcome:   HMAC(secret, "sparkrun-launcher" | job | node | nonce_d | nonce_l)
+//   daemon -> launcher  hello:     node, nonce_d, HMAC(secret, "sparkrun-daemon" | job | node |
+//   nonce_l | nonce_d) launcher -> daemon  welcome:   HMAC(secret, "sparkrun-launcher" | job | node
+//   | nonce_d | nonce_l)
 //
 // Each side proves it knows the secret on a nonce the other side chose, so neither a
 // replayed conversation nor a stranger who can reach the port gets in, and a daemon never
@@ -52,7 +53,8 @@ std::string_view as_bytes(const A& a) {
 template <typename A>
 A from_bytes(std::string_view s) {
   A a{};
-  for (std::size_t i = 0; i < a.size() && i < s.size(); ++i) a[i] = static_cast<unsigned char>(s[i]);
+  for (std::size_t i = 0; i < a.size() && i < s.size(); ++i)
+    a[i] = static_cast<unsigned char>(s[i]);
   return a;
 }
 

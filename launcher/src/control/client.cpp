@@ -9,7 +9,8 @@ namespace spark::launch::control {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-ControlClient::ControlClient(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout)
+ControlClient::ControlClient(const std::string& host, std::uint16_t port,
+                             std::chrono::milliseconds timeout)
     : socket_(io_) {
   boost::system::error_code ec;
   const auto addr = asio::ip::make_address(host, ec);
@@ -24,17 +25,20 @@ ControlClient::ControlClient(const std::string& host, std::uint16_t port, std::c
   io_.run_for(timeout);
   if (!done) {
     socket_.close(ec);
-    throw LinkError("cannot reach the launcher at " + host + ":" + std::to_string(port) + " within " +
-                    std::to_string(timeout.count()) + " ms (check --control-net and firewalls)");
+    throw LinkError("cannot reach the launcher at " + host + ":" + std::to_string(port) +
+                    " within " + std::to_string(timeout.count()) +
+                    " ms (check --control-net and firewalls)");
   }
   if (result) {
-    throw LinkError("cannot connect to the launcher at " + host + ":" + std::to_string(port) + ": " +
-                    result.message());
+    throw LinkError("cannot connect to the launcher at " + host + ":" + std::to_string(port) +
+                    ": " + result.message());
   }
   socket_.set_option(tcp::no_delay(true), ec);
 }
 
-ControlClient::~ControlClient() { shutdown(); }
+ControlClient::~ControlClient() {
+  shutdown();
+}
 
 void ControlClient::shutdown() noexcept {
   boost::system::error_code ec;
@@ -57,9 +61,12 @@ std::optional<Frame> ControlClient::receive(std::chrono::milliseconds timeout) {
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return std::nullopt;
-    struct pollfd p{socket_.native_handle(), POLLIN, 0};
+    struct pollfd p {
+      socket_.native_handle(), POLLIN, 0
+    };
     int rc = ::poll(&p, 1, static_cast<int>(left.count()));
     if (rc < 0) {
       if (errno == EINTR) continue;
@@ -86,10 +93,12 @@ void ControlClient::handshake(const Secret& secret, const std::string& job_id, s
                               std::chrono::milliseconds timeout) {
   auto expect = [&](MsgType type) {
     auto f = receive(timeout);
-    if (!f) throw LinkError("the launcher did not answer within " + std::to_string(timeout.count()) + " ms");
+    if (!f)
+      throw LinkError("the launcher did not answer within " + std::to_string(timeout.count()) +
+                      " ms");
     if (f->type != type) {
-      throw LinkError("expected " + type_name(static_cast<std::uint8_t>(type)) + " from the launcher, got " +
-                      type_name(static_cast<std::uint8_t>(f->type)));
+      throw LinkError("expected " + type_name(static_cast<std::uint8_t>(type)) +
+                      " from the launcher, got " + type_name(static_cast<std::uint8_t>(f->type)));
     }
     return std::move(f->payload);
   };

@@ -16,7 +16,8 @@ class ServerSession : public std::enable_shared_from_this<ServerSession> {
       : server_(server), socket_(std::move(socket)), timer_(socket_.get_executor()) {
     boost::system::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
-    peer_ = ec ? std::string("unknown peer") : ep.address().to_string() + ":" + std::to_string(ep.port());
+    peer_ = ec ? std::string("unknown peer")
+               : ep.address().to_string() + ":" + std::to_string(ep.port());
     socket_.set_option(tcp::no_delay(true), ec);
   }
 
@@ -68,52 +69,57 @@ class ServerSession : public std::enable_shared_from_this<ServerSession> {
 
  private:
   void write_next() {
-    asio::async_write(socket_, asio::buffer(queue_.front()),
-                      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                        if (self->closed_) return;
-                        if (ec) return self->fail("write failed: " + ec.message());
-                        self->queue_.pop_front();
-                        if (!self->queue_.empty()) self->write_next();
-                      });
+    asio::async_write(
+        socket_, asio::buffer(queue_.front()),
+        [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+          if (self->closed_) return;
+          if (ec) return self->fail("write failed: " + ec.message());
+          self->queue_.pop_front();
+          if (!self->queue_.empty()) self->write_next();
+        });
   }
 
   void read() {
-    socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](
-                                                    const boost::system::error_code& ec, std::size_t n) {
-      if (self->closed_) return;
-      if (ec) {
-        return self->fail(ec == asio::error::eof ? std::string("connection closed by the peer")
-                                                 : "read failed: " + ec.message());
-      }
-      self->last_rx_ = Clock::now();
-      self->decoder_.feed(std::string_view(self->buf_.data(), n));
-      try {
-        while (!self->closed_) {
-          auto frame = self->decoder_.next();
-          if (!frame) break;
-          self->handle(*frame);
-        }
-      } catch (const ProtocolError& e) {
-        return self->fail(std::string("protocol error: ") + e.what());
-      } catch (const std::exception& e) {
-        return self->fail(std::string("error: ") + e.what());
-      }
-      if (!self->closed_) self->read();
-    });
+    socket_.async_read_some(
+        asio::buffer(buf_),
+        [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+          if (self->closed_) return;
+          if (ec) {
+            return self->fail(ec == asio::error::eof ? std::string("connection closed by the peer")
+                                                     : "read failed: " + ec.message());
+          }
+          self->last_rx_ = Clock::now();
+          self->decoder_.feed(std::string_view(self->buf_.data(), n));
+          try {
+            while (!self->closed_) {
+              auto frame = self->decoder_.next();
+              if (!frame) break;
+              self->handle(*frame);
+            }
+          } catch (const ProtocolError& e) {
+            return self->fail(std::string("protocol error: ") + e.what());
+          } catch (const std::exception& e) {
+            return self->fail(std::string("error: ") + e.what());
+          }
+          if (!self->closed_) self->read();
+        });
   }
 
   void handle(const Frame& f) {
     if (!authenticated_) {
       if (f.type != MsgType::kHello) {
-        throw ProtocolError(type_name(static_cast<std::uint8_t>(f.type)) + " before authentication");
+        throw ProtocolError(type_name(static_cast<std::uint8_t>(f.type)) +
+                            " before authentication");
       }
       Hello h = decode_hello(f.payload);
       if (h.node >= server_.node_count_) {
         throw ProtocolError("hello from node " + std::to_string(h.node) + " of " +
                             std::to_string(server_.node_count_));
       }
-      const Mac expected = make_mac(server_.secret_, Role::kDaemon, server_.job_id_, h.node, nonce_, h.nonce);
-      if (!mac_equal(expected, h.mac)) throw ProtocolError("authentication failed (wrong job secret)");
+      const Mac expected =
+          make_mac(server_.secret_, Role::kDaemon, server_.job_id_, h.node, nonce_, h.nonce);
+      if (!mac_equal(expected, h.mac))
+        throw ProtocolError("authentication failed (wrong job secret)");
       node_ = h.node;
       if (!server_.session_authenticated(shared_from_this(), h.node)) {
         throw ProtocolError("node " + std::to_string(h.node) + " is already connected");
@@ -121,8 +127,8 @@ class ServerSession : public std::enable_shared_from_this<ServerSession> {
       authenticated_ = true;
       timer_.cancel();
       decoder_.set_max_payload(kMaxPayload);
-      write(MsgType::kWelcome,
-            encode(Welcome{make_mac(server_.secret_, Role::kLauncher, server_.job_id_, h.node, h.nonce, nonce_)}));
+      write(MsgType::kWelcome, encode(Welcome{make_mac(server_.secret_, Role::kLauncher,
+                                                       server_.job_id_, h.node, h.nonce, nonce_)}));
       if (server_.cb_.authenticated) server_.cb_.authenticated(node_);
       return;
     }
@@ -147,9 +153,9 @@ class ServerSession : public std::enable_shared_from_this<ServerSession> {
   Clock::time_point last_rx_ = Clock::now();
 };
 
-ControlServer::ControlServer(asio::io_context& io, const tcp::endpoint& listen, const Secret& secret,
-                             std::string job_id, std::uint32_t nodes, Callbacks callbacks,
-                             Settings settings)
+ControlServer::ControlServer(asio::io_context& io, const tcp::endpoint& listen,
+                             const Secret& secret, std::string job_id, std::uint32_t nodes,
+                             Callbacks callbacks, Settings settings)
     : io_(io),
       acceptor_(io),
       heartbeat_timer_(io),
@@ -169,7 +175,9 @@ ControlServer::ControlServer(asio::io_context& io, const tcp::endpoint& listen, 
   });
 }
 
-ControlServer::~ControlServer() { stop(); }
+ControlServer::~ControlServer() {
+  stop();
+}
 
 void ControlServer::stop() {
   if (stopped_) return;
@@ -231,7 +239,8 @@ void ControlServer::session_rejected(ServerSession* s, const std::string& reason
   pending_.erase(s);
 }
 
-bool ControlServer::session_authenticated(const std::shared_ptr<ServerSession>& s, std::uint32_t node) {
+bool ControlServer::session_authenticated(const std::shared_ptr<ServerSession>& s,
+                                          std::uint32_t node) {
   if (nodes_.count(node) != 0) return false;
   pending_.erase(s.get());
   nodes_[node] = s;

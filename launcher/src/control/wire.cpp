@@ -9,7 +9,8 @@ void put_be(std::string& out, std::uint64_t v, int bytes) {
 
 std::uint64_t get_be(std::string_view in, int bytes) {
   std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(in[static_cast<size_t>(i)]);
+  for (int i = 0; i < bytes; ++i)
+    v = (v << 8) | static_cast<unsigned char>(in[static_cast<size_t>(i)]);
   return v;
 }
 
@@ -22,17 +23,28 @@ bool known_type(std::uint8_t t) {
 
 std::string type_name(std::uint8_t type) {
   switch (static_cast<MsgType>(type)) {
-    case MsgType::kChallenge: return "challenge";
-    case MsgType::kHello: return "hello";
-    case MsgType::kWelcome: return "welcome";
-    case MsgType::kPlan: return "plan";
-    case MsgType::kFenceUp: return "fence-up";
-    case MsgType::kFenceDown: return "fence-down";
-    case MsgType::kFailed: return "failed";
-    case MsgType::kDone: return "done";
-    case MsgType::kAbort: return "abort";
-    case MsgType::kHeartbeat: return "heartbeat";
-    case MsgType::kStarted: return "started";
+    case MsgType::kChallenge:
+      return "challenge";
+    case MsgType::kHello:
+      return "hello";
+    case MsgType::kWelcome:
+      return "welcome";
+    case MsgType::kPlan:
+      return "plan";
+    case MsgType::kFenceUp:
+      return "fence-up";
+    case MsgType::kFenceDown:
+      return "fence-down";
+    case MsgType::kFailed:
+      return "failed";
+    case MsgType::kDone:
+      return "done";
+    case MsgType::kAbort:
+      return "abort";
+    case MsgType::kHeartbeat:
+      return "heartbeat";
+    case MsgType::kStarted:
+      return "started";
   }
   return "type " + std::to_string(type);
 }
@@ -58,9 +70,11 @@ std::optional<Frame> FrameDecoder::next() {
   // Check each header field as soon as its bytes are here: random bytes fail at once
   // instead of waiting for a "length" worth of data.
   const std::string_view b(buffer_);
-  if (b.size() >= 4 && get_be(b, 4) != kMagic) throw ProtocolError("bad magic (not a sparkrun control connection)");
+  if (b.size() >= 4 && get_be(b, 4) != kMagic)
+    throw ProtocolError("bad magic (not a sparkrun control connection)");
   if (b.size() >= 5 && static_cast<std::uint8_t>(b[4]) != kVersion) {
-    throw ProtocolError("unsupported protocol version " + std::to_string(static_cast<std::uint8_t>(b[4])) +
+    throw ProtocolError("unsupported protocol version " +
+                        std::to_string(static_cast<std::uint8_t>(b[4])) +
                         " (this sparkrun speaks " + std::to_string(kVersion) +
                         "; use the same sparkrun version on every host)");
   }
@@ -96,7 +110,8 @@ Writer& Writer::u64(std::uint64_t v) {
   return *this;
 }
 Writer& Writer::bytes(std::string_view v) {
-  if (v.size() > kMaxPayload) throw ProtocolError("field of " + std::to_string(v.size()) + " bytes is too large");
+  if (v.size() > kMaxPayload)
+    throw ProtocolError("field of " + std::to_string(v.size()) + " bytes is too large");
   u32(static_cast<std::uint32_t>(v.size()));
   out_.append(v);
   return *this;
@@ -121,23 +136,34 @@ std::string_view Reader::take(std::size_t n) {
   return out;
 }
 
-std::uint8_t Reader::u8() { return static_cast<std::uint8_t>(take(1)[0]); }
-std::uint32_t Reader::u32() { return static_cast<std::uint32_t>(get_be(take(4), 4)); }
-std::uint64_t Reader::u64() { return get_be(take(8), 8); }
+std::uint8_t Reader::u8() {
+  return static_cast<std::uint8_t>(take(1)[0]);
+}
+std::uint32_t Reader::u32() {
+  return static_cast<std::uint32_t>(get_be(take(4), 4));
+}
+std::uint64_t Reader::u64() {
+  return get_be(take(8), 8);
+}
 
 std::string Reader::bytes(std::uint32_t max) {
   const std::uint32_t n = u32();
-  if (n > max) throw ProtocolError("field of " + std::to_string(n) + " bytes exceeds " + std::to_string(max));
+  if (n > max)
+    throw ProtocolError("field of " + std::to_string(n) + " bytes exceeds " + std::to_string(max));
   return std::string(take(n));
 }
 
-std::string Reader::raw(std::size_t n) { return std::string(take(n)); }
+std::string Reader::raw(std::size_t n) {
+  return std::string(take(n));
+}
 
 std::vector<std::string> Reader::strings(std::uint32_t max_count) {
   const std::uint32_t n = u32();
   // Every string takes at least its 4-byte length: a count that cannot fit is malformed
   // (and must not reserve memory for it).
-  if (n > max_count || n > in_.size() / 4) throw ProtocolError("string list of " + std::to_string(n) + " entries does not fit the message");
+  if (n > max_count || n > in_.size() / 4)
+    throw ProtocolError("string list of " + std::to_string(n) +
+                        " entries does not fit the message");
   std::vector<std::string> out;
   out.reserve(n);
   for (std::uint32_t i = 0; i < n; ++i) out.push_back(bytes());
@@ -145,7 +171,8 @@ std::vector<std::string> Reader::strings(std::uint32_t max_count) {
 }
 
 void Reader::finish() const {
-  if (!in_.empty()) throw ProtocolError(std::to_string(in_.size()) + " unexpected bytes at the end of a message");
+  if (!in_.empty())
+    throw ProtocolError(std::to_string(in_.size()) + " unexpected bytes at the end of a message");
 }
 
 }  // namespace spark::launch::control

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -248,6 +251,44 @@ TEST_P(Fault, SkewedStartNeedsBarrier) {
       EXPECT_EQ(codes[1], 0) << "without barrier";
     }
   }
+}
+
+// SPARK_TRACE: a failed run's trace shows where each rank waited, and the record.
+TEST_P(Fault, TraceShowsTheWaitAndTheRecord) {
+  char dir[] = "/tmp/spark_trace_testXXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string base = std::string(dir) + "/trace";
+  RankSpec spec;
+  spec.size = 2;
+  spec.transport = GetParam();
+  spec.timeout_ms = 300;
+  spec.quick_exit = true;
+  spec.stopped_ranks = {1};
+  spec.extra_env["SPARK_TRACE"] = base;
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    comm.barrier();
+    if (rank == 1) ::raise(SIGSTOP);
+    std::vector<float> v(64, 1.0f);
+    try {
+      comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
+    } catch (const CommFailure&) {
+      return 0;
+    }
+    return 1;
+  }, std::chrono::seconds(20));
+  EXPECT_EQ(codes[0], 0);
+  std::FILE* f = std::fopen((base + ".rank0.json").c_str(), "r");
+  ASSERT_NE(f, nullptr) << "no trace written by rank 0";
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  EXPECT_NE(text.find("\"traceEvents\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"name\":\"wait data from rank 1\""), std::string::npos) << text;
+  EXPECT_NE(text.find("no data from rank 1"), std::string::npos) << text;
+  std::remove((base + ".rank0.json").c_str());
+  std::remove((base + ".rank1.json").c_str());
+  ::rmdir(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Fault, ::testing::ValuesIn(test_transports()),

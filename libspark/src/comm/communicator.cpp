@@ -10,39 +10,63 @@ Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() = default;
 
+namespace {
+// SPARK_TRACE: one event per operation (with its seq, bytes and whether it failed).
+template <class F>
+void traced(CommunicatorImpl& impl, const char* name, std::uint64_t bytes, F&& f) {
+  Trace* t = impl.trace();
+  if (t == nullptr) {
+    f();
+    return;
+  }
+  const auto begin = Trace::Clock::now();
+  try {
+    f();
+  } catch (...) {
+    t->op(name, impl.current_seq(), bytes, begin, Trace::Clock::now(), true);
+    throw;
+  }
+  t->op(name, impl.current_seq(), bytes, begin, Trace::Clock::now(), false);
+}
+}  // namespace
+
 int Communicator::rank() const noexcept { return impl_->rank(); }
 int Communicator::size() const noexcept { return impl_->size(); }
 int Communicator::local_rank() const noexcept { return impl_->local_rank(); }
 int Communicator::local_size() const noexcept { return impl_->local_size(); }
 
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-  impl_->allreduce(send, recv, count, dtype, op);
+  traced(*impl_, "allreduce", count * dtype_size(dtype), [&] { impl_->allreduce(send, recv, count, dtype, op); });
 }
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                                   ReduceOp op) {
-  impl_->reduce_scatter(send, recv, recv_count, dtype, op);
+  traced(*impl_, "reduce_scatter", recv_count * dtype_size(dtype),
+         [&] { impl_->reduce_scatter(send, recv, recv_count, dtype, op); });
 }
 void Communicator::allgather(const void* send, void* recv, std::size_t send_count, DType dtype) {
-  impl_->allgather(send, recv, send_count, dtype);
+  traced(*impl_, "allgather", send_count * dtype_size(dtype), [&] { impl_->allgather(send, recv, send_count, dtype); });
 }
 void Communicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
-  impl_->broadcast(buffer, count, dtype, root);
+  traced(*impl_, "broadcast", count * dtype_size(dtype), [&] { impl_->broadcast(buffer, count, dtype, root); });
 }
 void Communicator::alltoall(const void* send, void* recv, std::size_t count, DType dtype) {
-  impl_->alltoall(send, recv, count, dtype);
+  traced(*impl_, "alltoall", count * dtype_size(dtype), [&] { impl_->alltoall(send, recv, count, dtype); });
 }
 void Communicator::alltoallv(const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
                              void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs,
                              DType dtype) {
-  impl_->alltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype);
+  traced(*impl_, "alltoallv", 0,
+         [&] { impl_->alltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype); });
 }
 void Communicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
-  impl_->send(buffer, count, dtype, peer);
+  traced(*impl_, "send", count * dtype_size(dtype), [&] { impl_->send(buffer, count, dtype, peer); });
 }
 void Communicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
-  impl_->recv(buffer, count, dtype, peer);
+  traced(*impl_, "recv", count * dtype_size(dtype), [&] { impl_->recv(buffer, count, dtype, peer); });
 }
-void Communicator::barrier() { impl_->barrier(); }
+void Communicator::barrier() {
+  traced(*impl_, "barrier", 0, [&] { impl_->barrier(); });
+}
 
 std::optional<FailureRecord> Communicator::failure() const { return impl_->failure(); }
 void Communicator::check_health() const { impl_->check_health(); }

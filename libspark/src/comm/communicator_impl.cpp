@@ -16,6 +16,7 @@ CommOptions CommOptions::from_config(const config::Config& config) {
   o.tcp_lanes = config.tcp_lanes();
   o.tcp_addr = config.tcp_addr();
   o.job_id = config.job_id().value_or("");
+  o.trace_path = config.trace_path();
   o.report_failures = config.abort_on_failure();  // SPARK_ON_FAILURE=abort|raise
   return o;
 }
@@ -24,6 +25,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
     : boot_(std::move(boot)), options_(std::move(options)), timeout_ms_(options_.timeout_ms) {
   if (!boot_) throw InvalidUsage("CommunicatorImpl: no bootstrap");
   if (options_.timeout_ms == 0) throw InvalidUsage("timeout must be at least 1 ms");
+  if (options_.trace_path) trace_ = std::make_unique<Trace>(*options_.trace_path, boot_->rank());
   wire_up();
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "comm/trace.hpp"
 #include "config/config.hpp"
 #include "spark/failure.hpp"
 #include "spark/types.hpp"
@@ -36,6 +37,7 @@ struct CommOptions {
   std::size_t shm_slot_bytes = 256 * 1024;
   std::size_t tcp_slot_bytes = 256 * 1024;
   std::size_t slots = 8;
+  std::optional<std::string> trace_path;  ///< SPARK_TRACE
 
   static CommOptions from_config(const config::Config& config);
 };
@@ -88,6 +90,10 @@ class CommunicatorImpl {
   void remove_timeout_mirror(std::uint32_t* word);
   /// Whether failures are reported via Bootstrap::abort (see CommOptions::report_failures).
   void set_report_failures(bool on) noexcept { options_.report_failures = on; }
+
+  /// The SPARK_TRACE writer, or nullptr. current_seq(): the last operation's sequence number.
+  Trace* trace() noexcept { return trace_.get(); }
+  std::uint64_t current_seq() const noexcept { return op_.seq; }
 
   // tuning / measurement
   void set_allreduce_algo(AllreduceAlgo algo) noexcept { algo_ = algo; }
@@ -144,6 +150,7 @@ class CommunicatorImpl {
 
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   CommOptions options_;
+  std::unique_ptr<Trace> trace_;  ///< written when destroyed (after the transports)
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string node_id_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;

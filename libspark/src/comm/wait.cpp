@@ -40,9 +40,16 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
   const auto start = Clock::now();
   const auto spin_until = start + std::chrono::microseconds(options_.spin_us);
   unsigned spins = 0;
+  const char* what = kind == WaitKind::data ? "data from" : kind == WaitKind::credit ? "slot at" : "send to";
+  auto traced = [&] {
+    if (trace_) trace_->wait(op_.name, op_.seq, step, peer, t.lane_name(peer, kind), what, start, Clock::now());
+  };
   for (;;) {
     for (auto& tr : transports_) tr->progress();
-    if (ready(ctx)) return;
+    if (ready(ctx)) {
+      traced();
+      return;
+    }
     const auto now = Clock::now();
     // Read the timeout on every round: set_timeout_ms from another thread applies at once.
     const std::uint32_t timeout =
@@ -63,16 +70,21 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     if (t.peer_state(peer, &detail) != transport::PeerState::ok) {
       // Data that arrived before the close is still good: look once more.
       for (auto& tr : transports_) tr->progress();
-      if (ready(ctx)) return;
+      if (ready(ctx)) {
+        traced();
+        return;
+      }
+      traced();
       fail(FailureCause::peer_closed, peer, t.lane_name(peer, kind), step,
            static_cast<std::uint32_t>(waited.count() / 1000), timeout, detail);
     }
     if (waited >= limit) {
-      const char* what = kind == WaitKind::data     ? ""
+      traced();
+      const char* why = kind == WaitKind::data     ? ""
                          : kind == WaitKind::credit ? "waiting for a free slot: the peer is not receiving"
                                                     : "waiting to send: the peer is not receiving";
       fail(FailureCause::timeout, peer, t.lane_name(peer, kind), step,
-           static_cast<std::uint32_t>(waited.count() / 1000), timeout, what);
+           static_cast<std::uint32_t>(waited.count() / 1000), timeout, why);
     }
     auto slice = std::min(limit - waited, std::chrono::microseconds(5000));
     // Another transport has bytes queued that someone may depend on: keep it moving.
@@ -105,6 +117,10 @@ void CommunicatorImpl::fail(FailureCause cause, int peer, const std::string& lan
       copy_field(r.detail, sizeof r.detail, detail);
       failed_.store(true, std::memory_order_release);
       rec = r;
+      if (trace_) {
+        trace_->failure(to_string(rec));
+        trace_->flush();  // before abort: it does not return
+      }
       if (options_.report_failures) boot_->abort(1, to_string(rec));
     } else {
       rec = record_;
@@ -148,6 +164,13 @@ void CommunicatorImpl::fail_external(const FailureRecord& record) noexcept {
   if (failed_.load(std::memory_order_acquire)) return;
   record_ = record;
   failed_.store(true, std::memory_order_release);
+  if (trace_) {
+    try {
+      trace_->failure(to_string(record_));
+    } catch (...) {
+    }
+    trace_->flush();
+  }
   if (options_.report_failures) {
     try {
       boot_->abort(1, to_string(record_));

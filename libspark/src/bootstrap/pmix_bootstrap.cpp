@@ -63,7 +63,7 @@ std::optional<long long> as_integer(const pmix_value_t& v) {
 
 class PmixBootstrap final : public Bootstrap {
  public:
-  explicit PmixBootstrap(const config::Config& config) {
+  explicit PmixBootstrap(const config::Config& config) : print_abort_(!config.job_id()) {
     const pmix_status_t rc = PMIx_Init(&self_, nullptr, 0);
     if (rc != PMIX_SUCCESS) {
       throw BootstrapError(fmt::format(
@@ -171,6 +171,12 @@ class PmixBootstrap final : public Bootstrap {
 
   void abort(int status, const std::string& message) noexcept override {
     const int code = status == 0 ? 1 : status;
+    if (print_abort_) {
+      // Not under sparkrun (which prints every abort message itself): srun's PMIx plugin and
+      // others drop the message, so the record goes to this rank's stderr too.
+      std::fprintf(stderr, "spark: rank %u: aborting the job: %s\n",
+                   static_cast<unsigned>(self_.rank), message.c_str());
+    }
     std::fflush(nullptr);  // keep what the application printed: the launcher kills us next
     // sparkrun (it sets SPARK_JOB_ID) prints the message; SLURM's PMIx plugin does not, so
     // under srun --mpi=pmix the record would be lost: write it to our stderr (docs/slurm.md).
@@ -217,6 +223,7 @@ class PmixBootstrap final : public Bootstrap {
 
   pmix_proc_t self_{};
   bool initialized_ = false;
+  bool print_abort_ = false;  ///< no SPARK_JOB_ID: the PMIx server is not sparkrun
   int size_ = 1;
   int local_rank_ = 0;
   int local_size_ = 1;

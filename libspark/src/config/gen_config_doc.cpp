@@ -98,8 +98,8 @@ forces one:
 ## On a failure
 
 With `SPARK_ON_FAILURE=abort` (default) a rank whose communicator fails reports the one-line
-record and ends the group: under PMIx with PMIx_Abort (the launcher stops every rank and
-prints the line), under the environment rendezvous by telling rank 0's store and exiting with
+record and ends the group: under PMIx with PMIx_Abort (sparkrun stops every rank and prints
+the line; under other PMIx servers such as srun the rank also prints it on its stderr), under the environment rendezvous by telling rank 0's store and exiting with
 status 1 (its peers see its connections close and fail at once, each with its own record).
 `SPARK_ON_FAILURE=raise` only fails the communicator: every call then throws
 `spark::CommFailure` (C API: returns `SPARK_ERR_COMM_FAILED`, `spark_failure()` gives the

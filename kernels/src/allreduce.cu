@@ -47,8 +47,8 @@ cudaError_t launch_small_allreduce(const SmallAllreduceLaunch& p, cudaStream_t s
 
 cudaError_t prepare_small_allreduce() {
   cudaError_t first = cudaSuccess;
-  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64,
-                  DType::u8}) {
+  for (DType d :
+       {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8}) {
     visit_dtype(d, [&](auto tag) {
       cudaFuncAttributes attr;
       const cudaError_t e = cudaFuncGetAttributes(&attr, small_allreduce_kernel<decltype(tag)>);

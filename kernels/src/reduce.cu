@@ -10,8 +10,8 @@ __global__ void reduce_kernel(ReduceLaunch p) {
   const T* const* in = reinterpret_cast<const T* const*>(p.inputs);
   T* out = static_cast<T*>(p.out);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < p.count; i += stride) {
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.count;
+       i += stride) {
     out[i] = reduce_element<T>(p.op, p.n, [&](int r) { return in[r][i]; });
   }
 }
@@ -24,9 +24,8 @@ cudaError_t launch_reduce(const ReduceLaunch& p, cudaStream_t stream) {
   constexpr unsigned threads = 256;
   const std::size_t want = (p.count + threads - 1) / threads;
   const unsigned blocks = static_cast<unsigned>(want < 1024 ? want : 1024);
-  visit_dtype(p.dtype, [&](auto tag) {
-    reduce_kernel<decltype(tag)><<<blocks, threads, 0, stream>>>(p);
-  });
+  visit_dtype(p.dtype,
+              [&](auto tag) { reduce_kernel<decltype(tag)><<<blocks, threads, 0, stream>>>(p); });
   return cudaGetLastError();
 }
 

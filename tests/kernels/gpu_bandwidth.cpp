@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
   check(cudaMemset(a, 0, bytes), "memset");
   check(cudaMemset(b, 0, bytes), "memset");
 
-  const double copy_ms = best_ms(10, [&] { check(cudaMemcpyAsync(out, a, bytes, cudaMemcpyDeviceToDevice), "memcpy"); });
+  const double copy_ms = best_ms(
+      10, [&] { check(cudaMemcpyAsync(out, a, bytes, cudaMemcpyDeviceToDevice), "memcpy"); });
   std::printf("device: %s (sm_%d%d), buffer %zu MiB\n", prop.name, prop.major, prop.minor, mib);
   std::printf("cudaMemcpy D2D          : %8.1f GB/s (read+write)\n", 2.0 * bytes / copy_ms / 1e6);
   for (DType d : {DType::f32, DType::bf16}) {
@@ -124,7 +125,8 @@ int main(int argc, char** argv) {
       check(cudaMalloc(&r[i].buf, sz), "malloc");
       check(cudaMemset(r[i].buf, 0, sz), "memset");
       r[i].proxy = std::make_unique<spark::cuda::Proxy>(
-          r[i].hch, [&hub, i](const void* in, void* o, std::size_t nb) { hub.exchange(i, in, o, nb); });
+          r[i].hch,
+          [&hub, i](const void* in, void* o, std::size_t nb) { hub.exchange(i, in, o, nb); });
     }
     constexpr int kIters = 200;
     auto run = [&](int iters) {
@@ -144,8 +146,11 @@ int main(int argc, char** argv) {
     run(10);
     const auto t0 = std::chrono::steady_clock::now();
     run(kIters);
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kIters;
-    std::printf("small allreduce, 2 in-process ranks, %3zu KiB f32: %8.1f us per call\n", sz >> 10, us);
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+        kIters;
+    std::printf("small allreduce, 2 in-process ranks, %3zu KiB f32: %8.1f us per call\n", sz >> 10,
+                us);
     for (int i = 0; i < 2; ++i) {
       r[i].proxy.reset();
       cudaStreamDestroy(r[i].s);

@@ -25,10 +25,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-#define CUDA_OK(expr)                                                             \
-  do {                                                                            \
-    const cudaError_t e_ = (expr);                                                \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);        \
+#define CUDA_OK(expr)                                                      \
+  do {                                                                     \
+    const cudaError_t e_ = (expr);                                         \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_); \
   } while (0)
 
 /// The reason to skip, or "" when a GPU is usable.
@@ -43,10 +43,10 @@ std::string no_gpu_reason() {
   return "";
 }
 
-#define SKIP_WITHOUT_GPU()                                      \
-  do {                                                          \
-    const std::string why_ = no_gpu_reason();                   \
-    if (!why_.empty()) GTEST_SKIP() << why_;                    \
+#define SKIP_WITHOUT_GPU()                    \
+  do {                                        \
+    const std::string why_ = no_gpu_reason(); \
+    if (!why_.empty()) GTEST_SKIP() << why_;  \
   } while (0)
 
 const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
@@ -63,10 +63,14 @@ void fill(DType dtype, std::vector<std::byte>& buf, std::size_t count, int seed)
     for (std::size_t i = 0; i < count; ++i) {
       const std::uint32_t x = static_cast<std::uint32_t>(seed * 7919 + i * 104729) % 2003;
       const float f = (static_cast<float>(x) - 1001.0f) / 173.0f;
-      if constexpr (std::is_same_v<T, sk::Half>) p[i] = sk::float_to_half(f);
-      else if constexpr (std::is_same_v<T, sk::BFloat16>) p[i] = sk::float_to_bf16(f);
-      else if constexpr (std::is_floating_point_v<T>) p[i] = static_cast<T>(f);
-      else p[i] = static_cast<T>(static_cast<int>(x) - 1001);
+      if constexpr (std::is_same_v<T, sk::Half>)
+        p[i] = sk::float_to_half(f);
+      else if constexpr (std::is_same_v<T, sk::BFloat16>)
+        p[i] = sk::float_to_bf16(f);
+      else if constexpr (std::is_floating_point_v<T>)
+        p[i] = static_cast<T>(f);
+      else
+        p[i] = static_cast<T>(static_cast<int>(x) - 1001);
     }
   });
 }
@@ -271,11 +275,12 @@ TEST(GpuSmallAllreduce, GraphCaptureAnd1000Replays) {
     r0.launch(d.ptr, d.ptr, 256, DType::f32, ReduceOp::sum);
     e = cudaStreamSynchronize(r0.stream);
   }
-  const long ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::steady_clock::now() - t0)
-                                        .count());
+  const long ms = static_cast<long>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
   const sk::FailureRecordData& rec = r0.hch.ctl->record;
-  std::fprintf(stderr, "sync=%s state=%u peer=%d seq=%llu timeout=%u waited_ok=%d took_ok=%d lane=%s\n",
+  std::fprintf(stderr,
+               "sync=%s state=%u peer=%d seq=%llu timeout=%u waited_ok=%d took_ok=%d lane=%s\n",
                e == cudaSuccess ? "ok" : "error", r0.hch.ctl->state, rec.peer,
                static_cast<unsigned long long>(rec.seq), rec.timeout_ms,
                rec.waited_ms >= 200 ? 1 : 0, ms < 30000 ? 1 : 0, rec.lane);

@@ -45,7 +45,9 @@ spark::cuda::Proxy::Exchange over(spark::CommunicatorImpl& comm) {
   };
 }
 
-float input(int rank, std::size_t i) { return static_cast<float>((rank + 1) * 1000 + i % 97); }
+float input(int rank, std::size_t i) {
+  return static_cast<float>((rank + 1) * 1000 + i % 97);
+}
 
 class ProxyOverComm : public ::testing::TestWithParam<std::string> {};
 
@@ -62,14 +64,14 @@ TEST_P(ProxyOverComm, ThreeRanksAllreduce) {
     sk::HostExec ex;
     sk::SteadyClock clock;
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg}) {
-      if (sk::small_allreduce_body<float>(hc.ch, in.data(), out.data(), kCount, DType::f32, op,
-                                          ex, clock) != sk::KernelStatus::done) {
+      if (sk::small_allreduce_body<float>(hc.ch, in.data(), out.data(), kCount, DType::f32, op, ex,
+                                          clock) != sk::KernelStatus::done) {
         std::fprintf(stderr, "rank %d: failed: %s\n", rank, hc.ch.ctl->record.detail);
         return 1;
       }
       for (std::size_t i = 0; i < kCount; ++i) {
         const float a = input(0, i), b = input(1, i), c = input(2, i);
-        const float want = op == ReduceOp::sum ? (a + b) + c
+        const float want = op == ReduceOp::sum   ? (a + b) + c
                            : op == ReduceOp::max ? c
                                                  : ((a + b) + c) / 3.0f;
         if (out[i] != want) {
@@ -92,27 +94,30 @@ TEST_P(ProxyOverComm, StoppedRankIsNamed) {
   spec.timeout_ms = 600;
   spec.quick_exit = true;
   spec.stopped_ranks = {2};
-  const auto codes = spark::test::run_ranks(spec, [](spark::CommunicatorImpl& comm, int rank) {
-    HostChannel hc(rank, 3, 4096, 600, 10000);
-    spark::cuda::Proxy proxy(hc.ch, over(comm));
-    std::vector<float> buf(64, 1.0f);
-    sk::HostExec ex;
-    sk::SteadyClock clock;
-    if (rank == 2) raise(SIGSTOP);
-    if (sk::small_allreduce_body<float>(hc.ch, buf.data(), buf.data(), 64, DType::f32,
-                                        ReduceOp::sum, ex, clock) != sk::KernelStatus::failed) {
-      return 1;
-    }
-    const sk::FailureRecordData& r = hc.ch.ctl->record;
-    spark::FailureRecord rec;
-    std::memcpy(static_cast<void*>(&rec), &r, sizeof rec);
-    std::fprintf(stderr, "rank %d: %s\n", rank, spark::to_string(rec).c_str());
-    if (r.rank != rank || r.seq != 1 || std::strcmp(r.op, "allreduce") != 0 || r.peer < 0 ||
-        r.peer > 2 || r.peer == rank || r.waited_ms < 600) {
-      return 2;
-    }
-    return 20 + r.peer;
-  }, std::chrono::seconds(60));
+  const auto codes = spark::test::run_ranks(
+      spec,
+      [](spark::CommunicatorImpl& comm, int rank) {
+        HostChannel hc(rank, 3, 4096, 600, 10000);
+        spark::cuda::Proxy proxy(hc.ch, over(comm));
+        std::vector<float> buf(64, 1.0f);
+        sk::HostExec ex;
+        sk::SteadyClock clock;
+        if (rank == 2) raise(SIGSTOP);
+        if (sk::small_allreduce_body<float>(hc.ch, buf.data(), buf.data(), 64, DType::f32,
+                                            ReduceOp::sum, ex, clock) != sk::KernelStatus::failed) {
+          return 1;
+        }
+        const sk::FailureRecordData& r = hc.ch.ctl->record;
+        spark::FailureRecord rec;
+        std::memcpy(static_cast<void*>(&rec), &r, sizeof rec);
+        std::fprintf(stderr, "rank %d: %s\n", rank, spark::to_string(rec).c_str());
+        if (r.rank != rank || r.seq != 1 || std::strcmp(r.op, "allreduce") != 0 || r.peer < 0 ||
+            r.peer > 2 || r.peer == rank || r.waited_ms < 600) {
+          return 2;
+        }
+        return 20 + r.peer;
+      },
+      std::chrono::seconds(60));
   ASSERT_EQ(codes.size(), 3u);
   for (int r = 0; r < 2; ++r) {
     EXPECT_GE(codes[r], 20) << "rank " << r;

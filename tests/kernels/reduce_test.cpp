@@ -16,14 +16,16 @@ using spark::ReduceOp;
 
 namespace {
 
-std::uint32_t bits(float f) { return sk::float_to_bits(f); }
+std::uint32_t bits(float f) {
+  return sk::float_to_bits(f);
+}
 
 TEST(HalfConversion, KnownValues) {
   EXPECT_EQ(sk::float_to_half(1.0f).bits, 0x3c00);
   EXPECT_EQ(sk::float_to_half(-2.0f).bits, 0xc000);
   EXPECT_EQ(sk::float_to_half(65504.0f).bits, 0x7bff);
-  EXPECT_EQ(sk::float_to_half(65519.0f).bits, 0x7bff);  // below the tie: stays finite
-  EXPECT_EQ(sk::float_to_half(65520.0f).bits, 0x7c00);  // tie to even: infinity
+  EXPECT_EQ(sk::float_to_half(65519.0f).bits, 0x7bff);               // below the tie: stays finite
+  EXPECT_EQ(sk::float_to_half(65520.0f).bits, 0x7c00);               // tie to even: infinity
   EXPECT_EQ(sk::float_to_half(std::ldexp(1.0f, -14)).bits, 0x0400);  // smallest normal
   EXPECT_EQ(sk::float_to_half(std::ldexp(1.0f, -24)).bits, 0x0001);  // smallest subnormal
   EXPECT_EQ(sk::float_to_half(std::ldexp(1.0f, -25)).bits, 0x0000);  // tie -> even (0)
@@ -128,7 +130,8 @@ TEST(ReduceReference, HalfAccumulatesInFloatAndRoundsOnce) {
   const sk::Half a = sk::float_to_half(2048), one = sk::float_to_half(1);
   const auto out = reduce<sk::Half>(ReduceOp::sum, {{a}, {one}, {one}});
   EXPECT_EQ(sk::half_to_float(out[0]), 2050.0f);
-  const auto bf = reduce<sk::BFloat16>(ReduceOp::avg, {{sk::float_to_bf16(1)}, {sk::float_to_bf16(2)}});
+  const auto bf =
+      reduce<sk::BFloat16>(ReduceOp::avg, {{sk::float_to_bf16(1)}, {sk::float_to_bf16(2)}});
   EXPECT_EQ(sk::bf16_to_float(bf[0]), 1.5f);
 }
 
@@ -137,7 +140,7 @@ TEST(ReduceReference, IntegersWrapAndAverageExactly) {
   EXPECT_EQ(reduce<std::int32_t>(ReduceOp::sum, {{big}, {1}})[0],
             std::numeric_limits<std::int32_t>::min());
   EXPECT_EQ(reduce<std::int32_t>(ReduceOp::avg, {{big}, {big}, {big}})[0], big);  // no overflow
-  EXPECT_EQ(reduce<std::int32_t>(ReduceOp::avg, {{-7}, {0}})[0], -3);  // toward zero
+  EXPECT_EQ(reduce<std::int32_t>(ReduceOp::avg, {{-7}, {0}})[0], -3);             // toward zero
   EXPECT_EQ(reduce<std::int32_t>(ReduceOp::prod, {{65536}, {65536}, {3}})[0], 0);
   EXPECT_EQ(reduce<std::int32_t>(ReduceOp::min, {{5}, {-9}, {3}})[0], -9);
   EXPECT_EQ(reduce<std::int64_t>(ReduceOp::max, {{-5}, {-9}, {-3}})[0], -3);

@@ -73,10 +73,14 @@ template <class T>
 T value(int rank, std::size_t i, int round) {
   const std::uint32_t x = static_cast<std::uint32_t>(rank * 7919 + i * 104729 + round * 31) % 1009;
   const float f = (static_cast<float>(x) - 504.0f) / 97.0f;
-  if constexpr (std::is_same_v<T, sk::Half>) return sk::float_to_half(f);
-  else if constexpr (std::is_same_v<T, sk::BFloat16>) return sk::float_to_bf16(f);
-  else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(f);
-  else return static_cast<T>(static_cast<int>(x) - 504);
+  if constexpr (std::is_same_v<T, sk::Half>)
+    return sk::float_to_half(f);
+  else if constexpr (std::is_same_v<T, sk::BFloat16>)
+    return sk::float_to_bf16(f);
+  else if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(f);
+  else
+    return static_cast<T>(static_cast<int>(x) - 504);
 }
 
 template <class T>
@@ -88,13 +92,20 @@ void run_all_ops(int size) {
     ranks.push_back(std::make_unique<Rank>(r, size, kCount * sizeof(T), 60000, 1000, hub));
   }
   const DType dtype = [] {
-    if constexpr (std::is_same_v<T, float>) return DType::f32;
-    else if constexpr (std::is_same_v<T, double>) return DType::f64;
-    else if constexpr (std::is_same_v<T, sk::Half>) return DType::f16;
-    else if constexpr (std::is_same_v<T, sk::BFloat16>) return DType::bf16;
-    else if constexpr (std::is_same_v<T, std::int32_t>) return DType::i32;
-    else if constexpr (std::is_same_v<T, std::int64_t>) return DType::i64;
-    else return DType::u8;
+    if constexpr (std::is_same_v<T, float>)
+      return DType::f32;
+    else if constexpr (std::is_same_v<T, double>)
+      return DType::f64;
+    else if constexpr (std::is_same_v<T, sk::Half>)
+      return DType::f16;
+    else if constexpr (std::is_same_v<T, sk::BFloat16>)
+      return DType::bf16;
+    else if constexpr (std::is_same_v<T, std::int32_t>)
+      return DType::i32;
+    else if constexpr (std::is_same_v<T, std::int64_t>)
+      return DType::i64;
+    else
+      return DType::u8;
   }();
   const ReduceOp ops[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
                           ReduceOp::avg};
@@ -153,8 +164,10 @@ TEST(SmallAllreduceHostFault, InPlace) {
   Hub hub(2, 60s);
   Rank a(0, 2, 1024, 60000, 1000, hub), b(1, 2, 1024, 60000, 1000, hub);
   std::vector<float> x = {1, 2, 3}, y = {10, 20, 30};
-  std::thread t([&] { EXPECT_EQ(b.run<float>(y.data(), y.data(), 3, DType::f32, ReduceOp::sum),
-                                sk::KernelStatus::done); });
+  std::thread t([&] {
+    EXPECT_EQ(b.run<float>(y.data(), y.data(), 3, DType::f32, ReduceOp::sum),
+              sk::KernelStatus::done);
+  });
   EXPECT_EQ(a.run<float>(x.data(), x.data(), 3, DType::f32, ReduceOp::sum), sk::KernelStatus::done);
   t.join();
   EXPECT_EQ(x, (std::vector<float>{11, 22, 33}));
@@ -171,14 +184,19 @@ TEST(SmallAllreduceHostFault, PeerNeverArrivesProxyRecordsIt) {
   // One good round first, so the failing one is seq 2.
   {
     std::vector<std::thread> ts;
-    for (Rank* r : {&r1, &r2}) ts.emplace_back([&, r] { r->run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum); });
-    ASSERT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum), sk::KernelStatus::done);
+    for (Rank* r : {&r1, &r2})
+      ts.emplace_back([&, r] { r->run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum); });
+    ASSERT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum),
+              sk::KernelStatus::done);
     for (auto& t : ts) t.join();
   }
   const auto t0 = std::chrono::steady_clock::now();
-  std::thread t1([&] { EXPECT_EQ(r1.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum),
-                                 sk::KernelStatus::failed); });
-  EXPECT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum), sk::KernelStatus::failed);
+  std::thread t1([&] {
+    EXPECT_EQ(r1.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum),
+              sk::KernelStatus::failed);
+  });
+  EXPECT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum),
+            sk::KernelStatus::failed);
   t1.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);  // well before the 20 s grace
   for (Rank* r : {&r0, &r1}) {
@@ -204,7 +222,8 @@ TEST(SmallAllreduceHostFault, PeerNeverArrivesProxyRecordsIt) {
   EXPECT_EQ(r2.reported.load(), 0);
   // Failed means failed: the next call stops at once, without staging.
   const std::uint64_t staged = *r0.ch.stage_flag;
-  EXPECT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum), sk::KernelStatus::failed);
+  EXPECT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum),
+            sk::KernelStatus::failed);
   EXPECT_EQ(*r0.ch.stage_flag, staged);
   hub.cancel();
 }
@@ -220,7 +239,8 @@ TEST(SmallAllreduceHostFault, KernelWaitIsBackstopAndSeesNewTimeout) {
     sk::set_timeout_ms(r0.ch.ctl, 100);
   });
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum), sk::KernelStatus::failed);
+  EXPECT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum),
+            sk::KernelStatus::failed);
   const auto took = std::chrono::steady_clock::now() - t0;
   setter.join();
   EXPECT_GE(took, 100ms);

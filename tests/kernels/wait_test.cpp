@@ -74,7 +74,11 @@ struct Fixture : ::testing::Test {
     std::strcpy(ctl.lane_names[1], "rocep1s0f0");
     ctl.lane_count = 2;
     w.flag = &flag;
-    w.site = sk::FailureSite{.peer = 2, .lane = 1, .seq = 42, .step = 1, .op = "allreduce",
+    w.site = sk::FailureSite{.peer = 2,
+                             .lane = 1,
+                             .seq = 42,
+                             .step = 1,
+                             .op = "allreduce",
                              .detail = "gpu wait on peer flag"};
   }
 };

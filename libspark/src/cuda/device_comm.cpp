@@ -32,10 +32,11 @@ void require_device() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
-    throw InvalidUsage("no CUDA device (" +
-                       (e != cudaSuccess ? cuda_text(e) : std::string("the driver reports 0 GPUs")) +
-                       "): device buffers need an NVIDIA GPU and its driver; pass host buffers "
-                       "to spark::Communicator otherwise");
+    throw InvalidUsage(
+        "no CUDA device (" +
+        (e != cudaSuccess ? cuda_text(e) : std::string("the driver reports 0 GPUs")) +
+        "): device buffers need an NVIDIA GPU and its driver; pass host buffers "
+        "to spark::Communicator otherwise");
   }
 }
 
@@ -127,7 +128,8 @@ class DeviceCommImpl {
     p.dtype = dtype;
     p.op = op;
     const cudaError_t e = sk::launch_small_allreduce(p, reinterpret_cast<cudaStream_t>(stream));
-    if (e != cudaSuccess) throw Error("device allreduce: kernel launch failed (" + cuda_text(e) + ")");
+    if (e != cudaSuccess)
+      throw Error("device allreduce: kernel launch failed (" + cuda_text(e) + ")");
   }
 
   std::optional<FailureRecord> failure() const {
@@ -180,7 +182,9 @@ class DeviceCommImpl {
   std::unique_ptr<Proxy> proxy_;
 };
 
-bool built_with_cuda() noexcept { return true; }
+bool built_with_cuda() noexcept {
+  return true;
+}
 
 bool is_device_pointer(const void* ptr) noexcept {
   cudaPointerAttributes a{};
@@ -203,11 +207,23 @@ void DeviceComm::allreduce(const void* send, void* recv, std::size_t count, DTyp
                            ReduceOp op, Stream stream) {
   impl_->allreduce(send, recv, count, dtype, op, stream);
 }
-std::optional<FailureRecord> DeviceComm::failure() const { return impl_->failure(); }
-void DeviceComm::check_health() const { impl_->check_health(); }
-void DeviceComm::set_timeout_ms(std::uint32_t ms) { impl_->set_timeout_ms(ms); }
-std::uint32_t DeviceComm::timeout_ms() const noexcept { return impl_->timeout_ms(); }
-std::size_t DeviceComm::max_bytes() const noexcept { return impl_->max_bytes(); }
-void DeviceComm::set_report_failures(bool on) noexcept { impl_->set_report_failures(on); }
+std::optional<FailureRecord> DeviceComm::failure() const {
+  return impl_->failure();
+}
+void DeviceComm::check_health() const {
+  impl_->check_health();
+}
+void DeviceComm::set_timeout_ms(std::uint32_t ms) {
+  impl_->set_timeout_ms(ms);
+}
+std::uint32_t DeviceComm::timeout_ms() const noexcept {
+  return impl_->timeout_ms();
+}
+std::size_t DeviceComm::max_bytes() const noexcept {
+  return impl_->max_bytes();
+}
+void DeviceComm::set_report_failures(bool on) noexcept {
+  impl_->set_report_failures(on);
+}
 
 }  // namespace spark::cuda

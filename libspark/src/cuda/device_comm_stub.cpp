@@ -16,19 +16,35 @@ namespace {
 
 class DeviceCommImpl {};
 
-bool built_with_cuda() noexcept { return false; }
-bool is_device_pointer(const void*) noexcept { return false; }
+bool built_with_cuda() noexcept {
+  return false;
+}
+bool is_device_pointer(const void*) noexcept {
+  return false;
+}
 
-DeviceComm::DeviceComm(Communicator&, std::size_t) { no_cuda(); }
+DeviceComm::DeviceComm(Communicator&, std::size_t) {
+  no_cuda();
+}
 DeviceComm::~DeviceComm() = default;
 DeviceComm::DeviceComm(DeviceComm&&) noexcept = default;
 DeviceComm& DeviceComm::operator=(DeviceComm&&) noexcept = default;
-void DeviceComm::allreduce(const void*, void*, std::size_t, DType, ReduceOp, Stream) { no_cuda(); }
-std::optional<FailureRecord> DeviceComm::failure() const { return std::nullopt; }
+void DeviceComm::allreduce(const void*, void*, std::size_t, DType, ReduceOp, Stream) {
+  no_cuda();
+}
+std::optional<FailureRecord> DeviceComm::failure() const {
+  return std::nullopt;
+}
 void DeviceComm::check_health() const {}
-void DeviceComm::set_timeout_ms(std::uint32_t) { no_cuda(); }
-std::uint32_t DeviceComm::timeout_ms() const noexcept { return 0; }
-std::size_t DeviceComm::max_bytes() const noexcept { return 0; }
+void DeviceComm::set_timeout_ms(std::uint32_t) {
+  no_cuda();
+}
+std::uint32_t DeviceComm::timeout_ms() const noexcept {
+  return 0;
+}
+std::size_t DeviceComm::max_bytes() const noexcept {
+  return 0;
+}
 void DeviceComm::set_report_failures(bool) noexcept {}
 
 }  // namespace spark::cuda

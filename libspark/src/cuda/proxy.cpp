@@ -76,14 +76,15 @@ bool Proxy::serve(std::uint64_t seq) {
     // sequence number stays the device operation's.
     const FailureRecord& r = e.record();
     const std::string lane(r.lane, strnlen(r.lane, sizeof r.lane));
-    const std::string detail = "gpu op, host proxy" +
+    const std::string detail =
+        "gpu op, host proxy" +
         (r.detail[0] != 0 ? "; " + std::string(r.detail, strnlen(r.detail, sizeof r.detail)) : "");
     site.peer = r.peer;
     site.step = r.step;
     site.lane_name = lane.c_str();
     site.detail = detail.c_str();
-    sk::record_failure(ch_.ctl, site, static_cast<std::uint8_t>(r.cause), r.waited_ms,
-                       r.timeout_ms, r.time_unix_ns);
+    sk::record_failure(ch_.ctl, site, static_cast<std::uint8_t>(r.cause), r.waited_ms, r.timeout_ms,
+                       r.time_unix_ns);
     return false;
   } catch (const std::exception& e) {
     const std::string detail = std::string("gpu op, host proxy: ") + e.what();

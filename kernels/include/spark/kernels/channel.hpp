@@ -43,14 +43,17 @@ struct ChannelLayout {
   std::size_t desc, stage_flag, peer_flags, stage, gathered, total;
 };
 
-inline constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+inline constexpr std::size_t align_up(std::size_t v, std::size_t a) {
+  return (v + a - 1) / a * a;
+}
 
 inline ChannelLayout channel_layout(int size, std::uint32_t lanes, std::size_t capacity) {
   ChannelLayout l{};
   l.desc = align_up(sizeof(ControlBlock), 128);
   l.stage_flag = l.desc + sizeof(StageDesc);
   l.peer_flags = align_up(l.stage_flag + sizeof(std::uint64_t), 128);
-  l.stage = align_up(l.peer_flags + sizeof(std::uint64_t) * static_cast<std::size_t>(size) * lanes, 256);
+  l.stage =
+      align_up(l.peer_flags + sizeof(std::uint64_t) * static_cast<std::size_t>(size) * lanes, 256);
   l.gathered = align_up(l.stage + capacity, 256);
   l.total = align_up(l.gathered + capacity * static_cast<std::size_t>(size), 4096);
   return l;

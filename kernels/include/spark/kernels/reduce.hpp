@@ -64,7 +64,8 @@ SPARK_HD inline Half float_to_half(float f) {
   const std::uint32_t x = float_to_bits(f);
   const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
   const std::uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return Half{static_cast<std::uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu))};
+  if (ax > 0x7f800000u)
+    return Half{static_cast<std::uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu))};
   if (ax >= 0x477ff000u) return Half{static_cast<std::uint16_t>(sign | 0x7c00u)};  // >= 65520
   if (ax <= 0x33000000u) return Half{sign};  // <= 2^-25 rounds to zero (2^-25 is a tie -> even 0)
   const std::uint32_t e = ax >> 23;
@@ -90,7 +91,8 @@ SPARK_HD inline float bf16_to_float(BFloat16 b) {
 
 SPARK_HD inline BFloat16 float_to_bf16(float f) {
   const std::uint32_t x = float_to_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<std::uint16_t>((x >> 16) | 0x40u)};
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return BFloat16{static_cast<std::uint16_t>((x >> 16) | 0x40u)};
   const std::uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
   return BFloat16{static_cast<std::uint16_t>(rounded >> 16)};
 }
@@ -187,7 +189,8 @@ SPARK_HD T reduce_element(ReduceOp op, int n, In in) {
       case ReduceOp::avg:
       default: {
         std::uint64_t acc = static_cast<std::uint64_t>(static_cast<std::int64_t>(in(0)));
-        for (int r = 1; r < n; ++r) acc += static_cast<std::uint64_t>(static_cast<std::int64_t>(in(r)));
+        for (int r = 1; r < n; ++r)
+          acc += static_cast<std::uint64_t>(static_cast<std::int64_t>(in(r)));
         return static_cast<T>(static_cast<std::int64_t>(acc) / static_cast<std::int64_t>(n));
       }
     }
@@ -198,34 +201,44 @@ SPARK_HD T reduce_element(ReduceOp op, int n, In in) {
 template <class F>
 auto visit_dtype(DType d, F&& f) {
   switch (d) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    case DType::f16: return f(Half{});
-    case DType::bf16: return f(BFloat16{});
-    case DType::i32: return f(std::int32_t{});
-    case DType::i64: return f(std::int64_t{});
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      return f(double{});
+    case DType::f16:
+      return f(Half{});
+    case DType::bf16:
+      return f(BFloat16{});
+    case DType::i32:
+      return f(std::int32_t{});
+    case DType::i64:
+      return f(std::int64_t{});
     case DType::u8:
-    default: return f(std::uint8_t{});
+    default:
+      return f(std::uint8_t{});
   }
 }
 
 SPARK_HD inline std::size_t element_size(DType d) {
   switch (d) {
     case DType::f64:
-    case DType::i64: return 8;
+    case DType::i64:
+      return 8;
     case DType::f32:
-    case DType::i32: return 4;
+    case DType::i32:
+      return 4;
     case DType::f16:
-    case DType::bf16: return 2;
+    case DType::bf16:
+      return 2;
     case DType::u8:
-    default: return 1;
+    default:
+      return 1;
   }
 }
 
 /// Host reference: out[i] = reduce of inputs[0..n-1][i] in rank order. out may alias an input.
 template <class T>
-void reduce_reference_typed(ReduceOp op, const T* const* inputs, int n, T* out,
-                            std::size_t count) {
+void reduce_reference_typed(ReduceOp op, const T* const* inputs, int n, T* out, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) {
     out[i] = reduce_element<T>(op, n, [&](int r) { return inputs[r][i]; });
   }

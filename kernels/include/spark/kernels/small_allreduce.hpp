@@ -27,8 +27,8 @@ enum class KernelStatus : std::uint8_t { done, failed };
 #endif
 template <class T, class Exec, class Clock>
 SPARK_HD KernelStatus small_allreduce_body(const Channel& ch, const T* send, T* recv,
-                                           std::uint64_t count, DType dtype, ReduceOp op,
-                                           Exec& ex, Clock& clock) {
+                                           std::uint64_t count, DType dtype, ReduceOp op, Exec& ex,
+                                           Clock& clock) {
   const unsigned tid = ex.tid();
   const unsigned nthreads = ex.threads();
   std::uint64_t seq = 0;

@@ -556,6 +556,7 @@ int Runner::run() {
   }
   job.this_node = spec_.node;
   job.tmpdir = tmp.path();
+  job.cpusets = spec_.cpuset_text;  // PMIX_CPUSET per bound rank
   pmix_->register_job(job, ::getuid(), ::getgid());
   trace("PMIx job registered");
 #endif

@@ -283,6 +283,12 @@ void PmixServer::register_job(const PmixJob& job, uid_t uid, gid_t gid) {
       proc.str(PMIX_HOSTNAME, job.node_hosts[n]);
       if (static_cast<int>(n) == job.this_node) {
         proc.str(PMIX_PROCDIR, nsdir + "/" + std::to_string(ranks[l]));
+        // Binding (topology part, docs/binding.md): the cpus the rank was bound to before
+        // exec, the same text as SPARK_CPUSET. (PMIx_server_generate_locality_string crashed
+        // in PMIx 4.2.2 with the topology handed over by LocalTopology: no locality string.)
+        if (l < job.cpusets.size() && !job.cpusets[l].empty()) {
+          proc.str(PMIX_CPUSET, job.cpusets[l]);
+        }
       }
       info.array(PMIX_PROC_DATA, proc);
     }

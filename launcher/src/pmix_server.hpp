@@ -23,6 +23,7 @@ struct PmixJob {
   std::vector<std::vector<int>> node_ranks;  // global ranks per node
   int this_node = 0;
   std::string tmpdir;  // job's top tmp dir (PMIX_TMPDIR)
+  std::vector<std::string> cpusets;  // per local rank: PMIX_CPUSET "15-19" ("" = unbound)
 };
 
 struct FenceRequest {

@@ -269,6 +269,17 @@ TEST_F(SparkrunInAllocation, SallocFailStopRecordIsPrintedBySparkrun) {
   EXPECT_EQ(records.front().rfind("sparkrun: ", 0), 0u) << records.front();
 }
 
+TEST_F(SparkrunInAllocation, SallocAbortWhileOthersWaitInAFenceEndsTheJob) {
+  // Ranks 0 and 2 sit in a PMIx fence that rank 1 never joins; its PMIx_Abort must end them.
+  const Result r = sh(std::string("salloc -Q -n 3 ") + SPARK_SPARKRUN + " " + SPARK_PMIX_PROBE +
+                      " --abort-rank 1");
+  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_GE(lines_with(r.err, "sparkrun: rank 1").size(), 1u) << describe(r);
+  EXPECT_EQ(lines_with(r.err, "rank 1: allreduce seq 1 step 0: no data from rank 2").size() > 0,
+            true)
+      << describe(r);
+}
+
 TEST_F(SparkrunInAllocation, SbatchScriptRunsSparkrunOnTheBatchNode) {
   std::ofstream(dir_ / "job.sh") << "#!/bin/sh\n#SBATCH --ntasks=3\n"
                                  << SPARK_SPARKRUN << " --tag-output " << SPARK_PMIX_PROBE << "\n";

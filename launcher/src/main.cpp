@@ -28,6 +28,7 @@
 #include "slurm_plan.hpp"
 #include "spawn.hpp"
 #include "subcommands.hpp"
+#include "trace_merge.hpp"
 #include "usage_error.hpp"
 #ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
 #include "binding.hpp"
@@ -130,7 +131,10 @@ int launch(const Options& o) {
     m.verbose = o.verbose;
     m.launch_agent = o.launch_agent;
     m.control_net = o.control_net;
-    return run_multihost(m);
+    const auto trace = TraceJob::begin(m.exports);  // SPARK_TRACE: merge the ranks' files at the end
+    const int rc = run_multihost(m);
+    trace.finish(m.plan.size);
+    return rc;
   }
 
   NodeRunSpec spec;
@@ -170,7 +174,10 @@ int launch(const Options& o) {
   spec.timeout_s = o.timeout_s;
   spec.kill_grace_s = o.kill_grace_s;
   spec.verbose = o.verbose;
-  return run_node(spec);
+  const auto trace = TraceJob::begin(spec.exports);  // SPARK_TRACE: merge the ranks' files at the end
+  const int rc = run_node(spec);
+  trace.finish(spec.plan.size);
+  return rc;
 }
 
 int sparkrun_main(int argc, char** argv) {

@@ -524,6 +524,16 @@ int Runner::run() {
       for (const auto& r : ranks_) {
         if (r.rank == rank) pid = r.pid;
       }
+      // A rank that died (kill -9) makes its peers abort at once ("rank N: ... rank P closed its
+      // connection ..."), often before its own exit is visible: give its exit up to 100 ms, so
+      // the dead rank (the cause) is reported before the records of those that saw it go.
+      reap();
+      if (!aborting_ && message.find(" closed its connection") != std::string::npos) {
+        for (int i = 0; i < 50 && !tracker_.failed(); ++i) {
+          ::usleep(2000);
+          reap();
+        }
+      }
       say("rank " + std::to_string(rank) + " aborted: " +
           (message.empty() ? std::string("(no message)") : message));
       if (!aborting_ && tracker_.rank_aborted(rank, pid, status, message)) {

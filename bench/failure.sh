@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Fail-stop timings through sparkrun (never part of the test run; figures in docs/fail-stop.md).
+#   bench/failure.sh [BUILD_DIR] [REPS] [TRANSPORT]
+# 1. death -> exit: 3 ranks stream verified allreduces; one rank gets kill -9 from outside;
+#    time until sparkrun exits (--kill-grace 0 and 1: goal < 100 ms + the grace).
+# 2. SIGSTOP -> records: SPARKNET_ROCE_TIMEOUT_MS=300; one rank gets SIGSTOP; time until
+#    each survivor's record line reaches sparkrun's output (goal: timeout + at most 5 %),
+#    and the waited_ms each record states.
+set -u
+build=${1:-build} reps=${2:-10} transport=${3:-shm}
+sparkrun=$build/launcher/sparkrun prog=$build/tests/fault/fault_stream
+[ -x "$sparkrun" ] && [ -x "$prog" ] || { echo "build sparkrun and fault_stream first ($build)"; exit 2; }
+now_ns() { date +%s%N; }
+stats() {  # prints min median max of the numbers on stdin
+  sort -n | awk '{a[NR]=$1} END {if (NR) printf "min %s  median %s  max %s  (n=%d)\n", a[1], a[int((NR+1)/2)], a[NR], NR}'
+}
+wait_ranks() {  # MARKER -> the pids of the 3 ranks once they are all up
+  local i pids
+  for i in $(seq 1 200); do
+    pids=$(pgrep -f -- "$1" | grep -v "^$$\$" | xargs -r ps -o pid=,comm= -p | awk '$2=="fault_stream"{print $1}')
+    [ "$(echo "$pids" | grep -c .)" -ge 3 ] && { echo "$pids"; return; }
+    sleep 0.02
+  done
+}
+export SPARK_TRANSPORT=$transport
+for grace in 0 1; do
+  : >/tmp/failure_bench.$$
+  for r in $(seq 1 "$reps"); do
+    marker="fbk$$x$grace$r"
+    "$sparkrun" -n 3 --kill-grace $grace "$prog" healthy 100000000 "$marker" >/dev/null 2>&1 &
+    job=$!
+    pids=$(wait_ranks "$marker"); sleep 0.3
+    victim=$(echo "$pids" | sed -n 2p)
+    t0=$(now_ns); kill -9 "$victim"; wait $job; t1=$(now_ns)
+    echo $(( (t1 - t0) / 1000000 )) >>/tmp/failure_bench.$$
+  done
+  echo "death -> sparkrun exit, --kill-grace $grace ($transport), ms: $(stats </tmp/failure_bench.$$)"
+done
+: >/tmp/failure_bench.$$; : >/tmp/failure_bench_w.$$
+for r in $(seq 1 "$reps"); do
+  marker="fbs$$x$r"
+  fifo=/tmp/failure_bench_fifo.$$; rm -f $fifo; mkfifo $fifo
+  SPARKNET_ROCE_TIMEOUT_MS=300 "$sparkrun" -n 3 --kill-grace 2 "$prog" healthy 100000000 "$marker" >$fifo 2>&1 &
+  job=$!
+  # Time-stamp each output line as it arrives.
+  (while IFS= read -r line; do echo "$(date +%s%N) $line"; done <$fifo) >/tmp/failure_bench_lines.$$ &
+  reader=$!
+  pids=$(wait_ranks "$marker"); sleep 0.3
+  victim=$(echo "$pids" | sed -n 2p)
+  t0=$(now_ns); kill -STOP "$victim"
+  wait $job; wait $reader
+  grep ' sparkrun: rank [0-9]* aborted: ' /tmp/failure_bench_lines.$$ | while read -r ts rest; do
+    echo $(( (ts - t0) / 1000000 )) >>/tmp/failure_bench.$$
+    echo "$rest" | sed -E 's/.* after ([0-9]+) ms .*/\1/' >>/tmp/failure_bench_w.$$
+  done
+  rm -f $fifo
+done
+echo "SIGSTOP -> survivor's record line at sparkrun, timeout 300 ms ($transport), ms: $(stats </tmp/failure_bench.$$)"
+echo "waited_ms in the records (goal 300..315): $(stats </tmp/failure_bench_w.$$)"
+echo "records within 5 %: $(awk '$1<=315' /tmp/failure_bench_w.$$ | wc -l) of $(wc -l </tmp/failure_bench_w.$$)"
+rm -f /tmp/failure_bench.$$ /tmp/failure_bench_w.$$ /tmp/failure_bench_lines.$$

@@ -1,0 +1,225 @@
+// A rank program for the fail-stop tests and bench/failure.sh, run under sparkrun:
+//   fault_stream kill SEED            rank SEED%size SIGKILLs itself at a seeded random moment
+//                                     (0..30 ms) after the first allreduce, mid-stream
+//   fault_stream stop VICTIM K [MS]   VICTIM SIGSTOPs itself after K allreduces; with MS the
+//                                     others call set_timeout_ms(MS) after K/2 allreduces
+//   fault_stream api c|cpp VICTIM     SPARK_ON_FAILURE=raise: VICTIM stops after 2 allreduces;
+//                                     the others check the record through the C or C++ API and
+//                                     print it as "RECORD ..." (the test compares c with cpp)
+//   fault_stream healthy N            N allreduces, exits 0
+// Every rank checks every result: a wrong value prints "WRONG DATA" and exits 99. A stream
+// that runs 30 s without a failure prints "COMPLETED" and exits 0 (a kill test then fails).
+// SIGTERM is ignored so that sparkrun's group abort (SIGTERM, then SIGKILL after the kill
+// grace) leaves each survivor time to make and report its own record.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "spark/spark.h"
+#include "spark/spark.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kCount = 2048;
+
+// Values differ per rank and iteration, so a stale or unfilled buffer cannot pass.
+void fill(std::vector<float>& v, int rank, int it) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>((rank + 1) * (it % 97 + 1) + i % 7);
+}
+bool verify(const std::vector<float>& v, int size, int it) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const float want =
+        static_cast<float>(size * (size + 1) / 2 * (it % 97 + 1) + size * static_cast<int>(i % 7));
+    if (v[i] != want) return false;
+  }
+  return true;
+}
+
+[[noreturn]] void wrong(int rank, int it) {
+  std::printf("WRONG DATA rank %d iteration %d\n", rank, it);
+  std::fflush(stdout);
+  std::_Exit(99);
+}
+
+std::string canonical(const spark::FailureRecord& r) {
+  // Everything but the timing fields (waited_ms, time), which differ between runs.
+  return "rank=" + std::to_string(r.rank) + " peer=" + std::to_string(r.peer) +
+         " seq=" + std::to_string(r.seq) + " step=" + std::to_string(r.step) +
+         " cause=" + std::to_string(static_cast<int>(r.cause)) +
+         " timeout=" + std::to_string(r.timeout_ms) + " lane=" + r.lane + " op=" + r.op;
+}
+
+bool same(const spark::FailureRecord& a, const spark::FailureRecord& b) {
+  return std::memcmp(&a, &b, sizeof a) == 0 ||
+         (canonical(a) == canonical(b) && a.waited_ms == b.waited_ms &&
+          a.time_unix_ns == b.time_unix_ns && spark::to_string(a) == spark::to_string(b));
+}
+
+int run_stream(const std::string& mode, int victim, int k, int seed, std::uint32_t new_timeout) {
+  spark::Communicator comm = spark::init();
+  comm.barrier();  // every rank is ready: the timeout measures communication only
+  const int rank = comm.rank(), size = comm.size();
+  if (mode == "kill") victim = seed % size;
+  std::vector<float> v(kCount);
+  const auto end = Clock::now() + std::chrono::seconds(30);
+  for (int it = 0; mode == "healthy" ? it < k : Clock::now() < end; ++it) {
+    if (new_timeout != 0 && it == k / 2 && rank != victim) comm.set_timeout_ms(new_timeout);
+    fill(v, rank, it);
+    comm.allreduce(v.data(), v.data(), v.size(), spark::DType::f32, spark::ReduceOp::sum);
+    if (!verify(v, size, it)) wrong(rank, it);
+    if (rank != victim) continue;
+    if (mode == "kill" && it == 0) {
+      std::mt19937 rng(static_cast<unsigned>(seed));
+      const int us = static_cast<int>(rng() % 30000);
+      std::thread([us] {
+        std::this_thread::sleep_for(std::chrono::microseconds(us));
+        ::kill(::getpid(), SIGKILL);
+      }).detach();
+    }
+    if (mode == "stop" && it + 1 == k) {
+      std::printf("STOPPING rank %d after %d allreduces\n", rank, k);
+      std::fflush(stdout);
+      ::raise(SIGSTOP);
+      // sparkrun's abort sends SIGCONT with its SIGTERM: stay silent (a stopped machine does
+      // not come back), so that every survivor reaches its own deadline.
+      for (;;) ::pause();
+    }
+  }
+  std::printf("COMPLETED rank %d\n", rank);
+  return 0;
+}
+
+int run_api_cpp(int victim) {
+  spark::Communicator comm = spark::init();
+  comm.barrier();
+  const int rank = comm.rank();
+  std::vector<float> v(kCount);
+  for (int it = 0;; ++it) {
+    fill(v, rank, it);
+    try {
+      comm.allreduce(v.data(), v.data(), v.size(), spark::DType::f32, spark::ReduceOp::sum);
+    } catch (const spark::CommFailure& e) {
+      const spark::FailureRecord thrown = e.record();
+      const auto got = comm.failure();
+      if (!got || !same(*got, thrown))
+        return std::printf("FAIL: failure() differs from the thrown record\n"), 1;
+      if (std::string(e.what()) != spark::to_string(thrown))
+        return std::printf("FAIL: what() is not the line\n"), 1;
+      try {
+        comm.check_health();
+        return std::printf("FAIL: check_health() did not throw after the failure\n"), 1;
+      } catch (const spark::CommFailure& h) {
+        if (!same(h.record(), thrown))
+          return std::printf("FAIL: check_health() record differs\n"), 1;
+      }
+      const auto t0 = Clock::now();
+      try {
+        comm.allreduce(v.data(), v.data(), v.size(), spark::DType::f32, spark::ReduceOp::sum);
+        return std::printf("FAIL: a call after the failure succeeded\n"), 1;
+      } catch (const spark::CommFailure& later) {
+        if (!same(later.record(), thrown))
+          return std::printf("FAIL: a later call has another record\n"), 1;
+      }
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+      std::printf("RECORD %s later_call_ms=%lld line=%s\n", canonical(thrown).c_str(),
+                  static_cast<long long>(ms), e.what());
+      std::fflush(stdout);
+      return 1;
+    }
+    if (!verify(v, comm.size(), it)) wrong(rank, it);
+    if (rank == victim && it == 1) {
+      ::raise(SIGSTOP);
+      for (;;) ::pause();
+    }
+  }
+}
+
+int run_api_c(int victim) {
+  spark_comm* comm = nullptr;
+  if (spark_init(&comm) != SPARK_OK)
+    return std::printf("FAIL: spark_init: %s\n", spark_last_error()), 1;
+  if (spark_barrier(comm) != SPARK_OK)
+    return std::printf("FAIL: barrier: %s\n", spark_last_error()), 1;
+  const int rank = spark_rank(comm);
+  std::vector<float> v(kCount);
+  for (int it = 0;; ++it) {
+    fill(v, rank, it);
+    const int rc = spark_allreduce(comm, v.data(), v.data(), v.size(), SPARK_F32, SPARK_SUM);
+    if (rc != SPARK_OK) {
+      if (rc != SPARK_ERR_COMM_FAILED)
+        return std::printf("FAIL: result %d: %s\n", rc, spark_last_error()), 1;
+      const std::string line = spark_last_error();
+      spark_failure_record c{};
+      if (spark_failure(comm, &c) != 1)
+        return std::printf("FAIL: spark_failure() has no record\n"), 1;
+      spark::FailureRecord r;
+      static_assert(sizeof r == sizeof c);
+      std::memcpy(static_cast<void*>(&r), &c,
+                  sizeof r);  // the layouts are asserted equal in c_api.cpp
+      char buf[512];
+      spark_format_failure(&c, buf, sizeof buf);
+      if (line != buf || line != spark::to_string(r))
+        return std::printf("FAIL: C line differs\n"), 1;
+      if (spark_check_health(comm) != SPARK_ERR_COMM_FAILED || line != spark_last_error())
+        return std::printf("FAIL: spark_check_health() after the failure\n"), 1;
+      const auto t0 = Clock::now();
+      if (spark_allreduce(comm, v.data(), v.data(), v.size(), SPARK_F32, SPARK_SUM) !=
+              SPARK_ERR_COMM_FAILED ||
+          line != spark_last_error())
+        return std::printf("FAIL: a later call did not fail with the same record\n"), 1;
+      spark_failure_record again{};
+      spark_failure(comm, &again);
+      if (std::memcmp(&again, &c, sizeof c) != 0)
+        return std::printf("FAIL: the record changed\n"), 1;
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+      std::printf("RECORD %s later_call_ms=%lld line=%s\n", canonical(r).c_str(),
+                  static_cast<long long>(ms), line.c_str());
+      std::fflush(stdout);
+      return 1;
+    }
+    if (!verify(v, spark_size(comm), it)) wrong(rank, it);
+    if (rank == victim && it == 1) {
+      ::raise(SIGSTOP);
+      for (;;) ::pause();
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGTERM, SIG_IGN);
+  const std::string mode = argc > 1 ? argv[1] : "";
+  auto arg = [&](int i, int def) { return argc > i ? std::atoi(argv[i]) : def; };
+  try {
+    if (mode == "kill") return run_stream(mode, -1, 0, arg(2, 1), 0);
+    if (mode == "stop")
+      return run_stream(mode, arg(2, 1), arg(3, 5), 0, static_cast<std::uint32_t>(arg(4, 0)));
+    if (mode == "healthy") return run_stream(mode, -1, arg(2, 10), 0, 0);
+    if (mode == "api" && argc > 2)
+      return std::string(argv[2]) == "c" ? run_api_c(arg(3, 1)) : run_api_cpp(arg(3, 1));
+  } catch (const spark::CommFailure& e) {
+    std::printf("fault_stream %s\n", e.what());  // only with SPARK_ON_FAILURE=raise
+    return 1;
+  } catch (const std::exception& e) {
+    std::printf("fault_stream: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(
+      stderr,
+      "usage: fault_stream kill SEED | stop VICTIM K [MS] | api c|cpp VICTIM | healthy N\n");
+  return 2;
+}

@@ -49,7 +49,7 @@ for r in $(seq 1 "$reps"); do
   victim=$(echo "$pids" | sed -n 2p)
   t0=$(now_ns); kill -STOP "$victim"
   wait $job; wait $reader
-  grep ' sparkrun: rank [0-9]* aborted: ' /tmp/failure_bench_lines.$$ | while read -r ts rest; do
+  grep ' sparkrun: rank [0-9]* aborted: .*: no data from rank ' /tmp/failure_bench_lines.$$ | while read -r ts rest; do
     echo $(( (ts - t0) / 1000000 )) >>/tmp/failure_bench.$$
     echo "$rest" | sed -E 's/.* after ([0-9]+) ms .*/\1/' >>/tmp/failure_bench_w.$$
   done

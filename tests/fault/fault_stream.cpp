@@ -7,6 +7,9 @@
 //                                     the others check the record through the C or C++ API and
 //                                     print it as "RECORD ..." (the test compares c with cpp)
 //   fault_stream healthy N            N allreduces, exits 0
+//   fault_stream skew barrier|none MS the last rank sleeps MS after init (weight loading);
+//                                     with "barrier" every rank calls barrier() first; then 5
+//                                     allreduces
 // Every rank checks every result: a wrong value prints "WRONG DATA" and exits 99. A stream
 // that runs 30 s without a failure prints "COMPLETED" and exits 0 (a kill test then fails).
 // SIGTERM is ignored so that sparkrun's group abort (SIGTERM, then SIGKILL after the kill
@@ -95,6 +98,21 @@ int run_stream(const std::string& mode, int victim, int k, int seed, std::uint32
       // not come back), so that every survivor reaches its own deadline.
       for (;;) ::pause();
     }
+  }
+  std::printf("COMPLETED rank %d\n", rank);
+  return 0;
+}
+
+int run_skew(bool use_barrier, int sleep_ms) {
+  spark::Communicator comm = spark::init();
+  const int rank = comm.rank(), size = comm.size();
+  if (rank == size - 1) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  if (use_barrier) comm.barrier();
+  std::vector<float> v(kCount);
+  for (int it = 0; it < 5; ++it) {
+    fill(v, rank, it);
+    comm.allreduce(v.data(), v.data(), v.size(), spark::DType::f32, spark::ReduceOp::sum);
+    if (!verify(v, size, it)) wrong(rank, it);
   }
   std::printf("COMPLETED rank %d\n", rank);
   return 0;
@@ -209,6 +227,7 @@ int main(int argc, char** argv) {
     if (mode == "stop")
       return run_stream(mode, arg(2, 1), arg(3, 5), 0, static_cast<std::uint32_t>(arg(4, 0)));
     if (mode == "healthy") return run_stream(mode, -1, arg(2, 10), 0, 0);
+    if (mode == "skew" && argc > 2) return run_skew(std::string(argv[2]) == "barrier", arg(3, 600));
     if (mode == "api" && argc > 2)
       return std::string(argv[2]) == "c" ? run_api_c(arg(3, 1)) : run_api_cpp(arg(3, 1));
   } catch (const spark::CommFailure& e) {
@@ -218,8 +237,8 @@ int main(int argc, char** argv) {
     std::printf("fault_stream: %s\n", e.what());
     return 1;
   }
-  std::fprintf(
-      stderr,
-      "usage: fault_stream kill SEED | stop VICTIM K [MS] | api c|cpp VICTIM | healthy N\n");
+  std::fprintf(stderr,
+               "usage: fault_stream kill SEED | stop VICTIM K [MS] | api c|cpp VICTIM | healthy N "
+               "| skew barrier|none MS\n");
   return 2;
 }

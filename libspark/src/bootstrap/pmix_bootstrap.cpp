@@ -178,12 +178,6 @@ class PmixBootstrap final : public Bootstrap {
                    static_cast<unsigned>(self_.rank), message.c_str());
     }
     std::fflush(nullptr);  // keep what the application printed: the launcher kills us next
-    // sparkrun (it sets SPARK_JOB_ID) prints the message; SLURM's PMIx plugin does not, so
-    // under srun --mpi=pmix the record would be lost: write it to our stderr (docs/slurm.md).
-    if (std::getenv("SPARK_JOB_ID") == nullptr) {
-      std::fprintf(stderr, "spark: %s\n", message.c_str());
-      std::fflush(stderr);
-    }
     // Asks the server to end the whole job (every rank, every node) with this message.
     const pmix_status_t rc = PMIx_Abort(code, message.c_str(), nullptr, 0);
     if (rc != PMIX_SUCCESS) {

@@ -1,0 +1,275 @@
+// Batch inference with a tensor-parallel transformer: reads requests (JSONL token ids), runs
+// them in batches through prefill and greedy decode steps with a KV cache, writes JSONL.
+//   sharded_inference --make-model model.safetensors [--layers 4 --dim 384 ...]
+//   sharded_inference --make-requests req.jsonl [--count 64 --prompt-len 32]
+//   sparkrun -n 3 sharded_inference --model model.safetensors --input req.jsonl --output out.jsonl
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <spark/spark.hpp>
+#include <sstream>
+
+#include "model.hpp"
+
+using spark::example::ModelConfig;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct Request {
+  nlohmann::json id;
+  std::vector<int> prompt;
+};
+
+std::vector<Request> parse_requests(const std::string& text, std::size_t vocab) {
+  std::vector<Request> out;
+  std::istringstream in(text);
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = "requests line " + std::to_string(n) + ": ";
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument(where + "not JSON (" + e.what() + ")");
+    }
+    if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_array() || j["prompt"].empty())
+      throw std::invalid_argument(where + R"(expected {"id": ..., "prompt": [token ids, ...]})");
+    Request r;
+    r.id = j.contains("id") ? j["id"] : nlohmann::json(out.size());
+    for (const auto& t : j["prompt"]) {
+      if (!t.is_number_integer() || t.get<long long>() < 0 ||
+          t.get<long long>() >= static_cast<long long>(vocab))
+        throw std::invalid_argument(where + "token " + t.dump() + " is not in [0, " +
+                                    std::to_string(vocab) + ")");
+      r.prompt.push_back(t.get<int>());
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string read_all(const std::string& path) {
+  if (path == "-") return {std::istreambuf_iterator<char>(std::cin), {}};
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::invalid_argument("cannot read requests from '" + path + "'");
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// Rank 0 reads the requests (a file or its stdin, which sparkrun gives to rank 0 only) and
+// broadcasts the text.
+std::string share_input(spark::Communicator& comm, const std::string& path) {
+  std::string text;
+  std::int64_t n = 0;
+  if (comm.rank() == 0) {
+    text = read_all(path);
+    n = static_cast<std::int64_t>(text.size());
+  }
+  comm.broadcast(&n, 1, spark::DType::i64, 0);
+  text.resize(static_cast<std::size_t>(n));
+  if (n > 0) comm.broadcast(text.data(), text.size(), spark::DType::u8, 0);
+  return text;
+}
+
+std::uint64_t fnv(std::uint64_t h, const float* p, std::size_t n) {
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < n * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+class Progress {  // rank 0, stderr: a bar on a terminal, else a rate line every 2 s
+ public:
+  explicit Progress(std::size_t total) : total_(total), tty_(isatty(2) != 0), t0_(Clock::now()) {}
+  void update(std::size_t done, std::size_t tokens) {
+    const auto now = Clock::now();
+    if (done < total_ && now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::seconds(2)))
+      return;
+    last_ = now;
+    const double s = std::max(seconds(now - t0_), 1e-9);
+    if (tty_) {
+      const int width = 30, fill = static_cast<int>(width * done / std::max<std::size_t>(total_, 1));
+      std::fprintf(stderr, "\r[%s%s] %zu/%zu requests  %.1f req/s  %.0f tok/s",
+                   std::string(static_cast<std::size_t>(fill), '#').c_str(),
+                   std::string(static_cast<std::size_t>(width - fill), '.').c_str(), done, total_,
+                   static_cast<double>(done) / s, static_cast<double>(tokens) / s);
+      if (done == total_) std::fputc('\n', stderr);
+    } else {
+      std::fprintf(stderr, "progress: %zu/%zu requests, %.1f requests/s, %.0f tokens/s\n", done,
+                   total_, static_cast<double>(done) / s, static_cast<double>(tokens) / s);
+    }
+  }
+
+ private:
+  std::size_t total_;
+  bool tty_;
+  Clock::time_point t0_, last_{};
+};
+
+int make_requests(const std::string& path, std::size_t count, std::size_t len, std::size_t vocab,
+                  std::uint64_t seed) {
+  std::ofstream f(path);
+  if (!f) throw std::invalid_argument("cannot create '" + path + "'");
+  std::uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 1;
+  for (std::size_t i = 0; i < count; ++i) {
+    nlohmann::json j;
+    j["id"] = "req-" + std::to_string(i);
+    std::vector<int> p(len / 2 + i % (len - len / 2 + 1));  // lengths vary in [len/2, len]
+    for (auto& t : p) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      t = static_cast<int>((s >> 33) % vocab);
+    }
+    j["prompt"] = p;
+    f << j.dump() << '\n';
+  }
+  if (!f.flush()) throw std::invalid_argument("cannot write '" + path + "'");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tensor-parallel batch inference on libspark (see docs/examples/sharded_inference.md)"};
+  std::string make_model_path, make_requests_path, model_path, input = "-", output = "-";
+  std::string reduce = "exact";
+  ModelConfig cfg;
+  std::size_t count = 64, prompt_len = 32, batch = 8, new_tokens = 16;
+  app.add_option("--make-model", make_model_path, "write a random model to this safetensors file and exit");
+  app.add_option("--layers", cfg.layers, "with --make-model: decoder blocks")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--dim", cfg.dim, "with --make-model: model width")->capture_default_str()->check(CLI::Range(2, 65536));
+  app.add_option("--heads", cfg.heads, "with --make-model: attention heads")->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--ffn", cfg.ffn, "with --make-model: MLP hidden units")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("--vocab", cfg.vocab, "with --make-model / --make-requests: vocabulary size")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  app.add_option("--blocks", cfg.blocks, "with --make-model: fixed blocks of the sharded dimension; the rank count must divide it")->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--seed", cfg.seed, "with --make-model / --make-requests: random seed")->capture_default_str();
+  app.add_option("--make-requests", make_requests_path, "write random requests (JSONL) to this file and exit");
+  app.add_option("--count", count, "with --make-requests: number of requests")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app.add_option("--prompt-len", prompt_len, "with --make-requests: longest prompt (lengths vary from half of it)")->capture_default_str()->check(CLI::Range(2, 1 << 16));
+  app.add_option("--model", model_path, "safetensors model (from --make-model)");
+  app.add_option("--input", input, "requests, one JSON object per line: {\"id\": ..., \"prompt\": [ids]}; - = stdin")->capture_default_str();
+  app.add_option("--output", output, "results (JSONL) written by rank 0; - = stdout")->capture_default_str();
+  app.add_option("--batch", batch, "requests per batch")->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--new-tokens", new_tokens, "greedy decode steps per request")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  app.add_option("--reduce", reduce, "exact: per-block partials, bit-identical for every rank count; plain: Megatron's volume, last bits may differ")
+      ->capture_default_str()->check(CLI::IsMember({"exact", "plain"}));
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (!make_model_path.empty()) {
+      spark::example::make_model(cfg, make_model_path);
+      return 0;
+    }
+    if (!make_requests_path.empty()) return make_requests(make_requests_path, count, prompt_len, cfg.vocab, cfg.seed);
+    if (model_path.empty()) throw std::invalid_argument("--model is required (make one with --make-model PATH)");
+
+    auto comm = spark::init();
+    const auto t_load = Clock::now();
+    spark::example::SafetensorsFile file(model_path);
+    spark::example::ShardedModel model(file, comm.rank(), comm.size(), reduce == "exact");
+    const ModelConfig& mc = model.config();
+    const auto requests = parse_requests(share_input(comm, input), mc.vocab);
+    comm.barrier();  // loading is skewed between ranks; the communication timeout starts here
+    const double load_s = seconds(Clock::now() - t_load);
+
+    Clock::duration in_coll{};
+    std::size_t n_allreduce = 0, bytes = 0;
+    spark::example::AllreduceFn allreduce = [&](float* d, std::size_t n) {
+      const auto t = Clock::now();
+      comm.allreduce(d, d, n, spark::DType::f32, spark::ReduceOp::sum);
+      in_coll += Clock::now() - t;
+      ++n_allreduce;
+      bytes += n * sizeof(float);
+    };
+
+    std::ofstream out_file;
+    std::ostream* out = &std::cout;
+    if (comm.rank() == 0 && output != "-") {
+      out_file.open(output, std::ios::trunc);
+      if (!out_file) throw std::invalid_argument("cannot create '" + output + "'");
+      out = &out_file;
+    }
+    Progress progress(requests.size());
+    const auto t0 = Clock::now();
+    std::size_t prompt_tokens = 0, gen_tokens = 0;
+    std::vector<float> logits;
+    for (std::size_t b0 = 0; b0 < requests.size(); b0 += batch) {
+      const std::size_t nb = std::min(batch, requests.size() - b0);
+      std::size_t max_len = 0;
+      for (std::size_t i = 0; i < nb; ++i) max_len = std::max(max_len, requests[b0 + i].prompt.size());
+      model.reset_cache(nb, max_len + new_tokens);
+      // Prefill: every prompt token of the batch in one step; logits of each last token.
+      std::vector<int> tok, pos, slot;
+      std::vector<char> want;
+      for (std::size_t i = 0; i < nb; ++i) {
+        const auto& p = requests[b0 + i].prompt;
+        for (std::size_t j = 0; j < p.size(); ++j) {
+          tok.push_back(p[j]);
+          pos.push_back(static_cast<int>(j));
+          slot.push_back(static_cast<int>(i));
+          want.push_back(j + 1 == p.size());
+        }
+        prompt_tokens += p.size();
+      }
+      std::vector<std::vector<int>> gen(nb);
+      std::vector<std::uint64_t> hash(nb, 0xcbf29ce484222325ULL);
+      for (std::size_t step = 0;; ++step) {
+        model.forward(tok, pos, slot, want, logits, allreduce);
+        for (std::size_t i = 0; i < nb; ++i) {
+          const float* l = logits.data() + i * mc.vocab;
+          hash[i] = fnv(hash[i], l, mc.vocab);
+          gen[i].push_back(static_cast<int>(std::max_element(l, l + mc.vocab) - l));  // greedy
+        }
+        gen_tokens += nb;
+        if (step + 1 == new_tokens) break;
+        // Decode: one row per request, the token just generated.
+        tok.assign(nb, 0);
+        pos.assign(nb, 0);
+        slot.assign(nb, 0);
+        want.assign(nb, 1);
+        for (std::size_t i = 0; i < nb; ++i) {
+          tok[i] = gen[i].back();
+          pos[i] = static_cast<int>(requests[b0 + i].prompt.size() + step);
+          slot[i] = static_cast<int>(i);
+        }
+      }
+      if (comm.rank() == 0) {
+        for (std::size_t i = 0; i < nb; ++i) {
+          char hx[17];
+          std::snprintf(hx, sizeof hx, "%016llx", static_cast<unsigned long long>(hash[i]));
+          *out << nlohmann::json{{"id", requests[b0 + i].id}, {"tokens", gen[i]}, {"logits_fnv", hx}}.dump() << '\n';
+        }
+        out->flush();
+        progress.update(b0 + nb, prompt_tokens + gen_tokens);
+      }
+    }
+    const double total = seconds(Clock::now() - t0), coll = seconds(in_coll);
+    if (comm.rank() == 0) {
+      const double n = static_cast<double>(requests.size());
+      std::fprintf(stderr,
+                   "summary: %zu requests on %d ranks in %.3f s (load %.3f s): %.1f requests/s, "
+                   "%.0f generated tokens/s, %.0f tokens/s with prompts\n"
+                   "summary: rank 0 time: compute %.3f s (%.0f%%), collectives %.3f s (%.0f%%): "
+                   "%zu allreduces, %.1f MB (--reduce %s)\n",
+                   requests.size(), comm.size(), total, load_s, n / total,
+                   static_cast<double>(gen_tokens) / total,
+                   static_cast<double>(gen_tokens + prompt_tokens) / total, total - coll,
+                   100.0 * (total - coll) / total, coll, 100.0 * coll / total, n_allreduce,
+                   static_cast<double>(bytes) / 1e6, reduce.c_str());
+    }
+    return 0;
+  } catch (const spark::CommFailure& e) {
+    std::fprintf(stderr, "sharded_inference: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sharded_inference: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,75 @@
+#include "fabric/local_lanes.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace spark::fabric {
+
+std::vector<std::pair<std::uint32_t, int>> parse_nets(std::string_view text,
+                                                      std::string_view what) {
+  std::vector<std::pair<std::uint32_t, int>> out;
+  if (text.empty()) return out;
+  std::size_t start = 0;
+  for (;;) {
+    auto pos = text.find(',', start);
+    out.push_back(parse_cidr(text.substr(start, pos == text.npos ? text.npos : pos - start), what));
+    if (pos == text.npos) return out;
+    start = pos + 1;
+  }
+}
+
+std::vector<Lane> local_lanes(const std::vector<std::pair<std::uint32_t, int>>& nets) {
+  std::vector<Lane> out;
+  ifaddrs* ifa = nullptr;
+  if (getifaddrs(&ifa) != 0) return out;
+  for (auto* p = ifa; p; p = p->ifa_next) {
+    if (!p->ifa_addr || p->ifa_addr->sa_family != AF_INET || !p->ifa_netmask) continue;
+    if ((p->ifa_flags & IFF_UP) == 0 || (p->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    Lane l;
+    l.name = p->ifa_name;
+    l.ipv4 = ntohl(reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr.s_addr);
+    auto mask = ntohl(reinterpret_cast<sockaddr_in*>(p->ifa_netmask)->sin_addr.s_addr);
+    l.prefix = __builtin_popcount(mask);
+    l.port = static_cast<int>(if_nametoindex(p->ifa_name));
+    if (in_nets(l, nets)) out.push_back(std::move(l));
+  }
+  freeifaddrs(ifa);
+  std::sort(out.begin(), out.end(), [](const Lane& a, const Lane& b) { return a.name < b.name; });
+  return out;
+}
+
+bool probe_connect(const Lane& from, std::uint32_t ipv4, int port,
+                   std::chrono::milliseconds timeout) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  local.sin_addr.s_addr = htonl(from.ipv4);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) return false;
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_port = htons(static_cast<std::uint16_t>(port));
+  remote.sin_addr.s_addr = htonl(ipv4);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0) return true;
+  if (errno != EINPROGRESS) return false;
+  pollfd pfd{fd, POLLOUT, 0};
+  if (::poll(&pfd, 1, static_cast<int>(timeout.count())) != 1) return false;
+  int err = 0;
+  socklen_t len = sizeof err;
+  return ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+}
+
+}  // namespace spark::fabric

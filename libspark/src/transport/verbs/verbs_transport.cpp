@@ -396,19 +396,23 @@ void VerbsTransport::send(int peer_rank, const MsgHeader& header, const void* da
     return;
   }
   l.outstanding += 2;
+  ++l.data_outstanding;
   ++l.tx_sent;
   ++p.tx_count;
 }
 
 bool VerbsTransport::send_idle(int peer_rank) {
+  // Only data counts: credit writes are fire-and-forget (cumulative), and a peer that has
+  // finished may exit before our last credit reaches it; waiting for that completion would
+  // turn a clean exit into a "peer closed" failure.
   Peer& p = peer(peer_rank);
   for (const Link& l : p.links)
-    if (l.outstanding > 0) {
+    if (l.data_outstanding > 0) {
       for (std::size_t li = 0; li < lanes_.size(); ++li) poll_lane(li);
       break;
     }
   for (const Link& l : p.links)
-    if (l.outstanding > 0 || l.credit_dirty) return false;
+    if (l.data_outstanding > 0) return false;
   return true;
 }
 
@@ -461,6 +465,7 @@ void VerbsTransport::poll_lane(std::size_t li) {
       // A flag completion (bit 7) retires the flag and the unsignaled data write before it; a
       // credit (bit 6) itself. A data write only completes on its own when flushed in error.
       l.outstanding -= (wc[i].wr_id & (1u << 7)) ? 2 : (wc[i].wr_id & (1u << 6)) ? 1 : 0;
+      if (wc[i].wr_id & (1u << 7)) --l.data_outstanding;
       if (wc[i].status != IBV_WC_SUCCESS && p.error.empty()) {
         p.error = "RDMA write to rank " + std::to_string(r) + " on lane " + lane.name +
                   " failed: " + completion_error(wc[i]);

@@ -15,10 +15,12 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 struct Params {
-  std::size_t tokens = 4096, dim = 256, experts = 6, ffn = 512, steps = 5;
+  std::size_t tokens = 3072, dim = 128, experts = 6, ffn = 256, steps = 5;
   std::uint64_t seed = 1;
 };
 
@@ -96,24 +98,36 @@ std::uint64_t fnv(std::uint64_t h, const std::vector<float>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Mixture-of-experts layer with experts spread over ranks (alltoallv routing); see docs/examples/expert_parallel.md"};
+  CLI::App app{
+      "Mixture-of-experts layer with experts spread over ranks (alltoallv routing); see "
+      "docs/examples/expert_parallel.md"};
   Params p;
   bool check = false;
-  app.add_option("--tokens", p.tokens, "tokens per step, all ranks together (a multiple of the rank count)")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app.add_option("--tokens", p.tokens,
+                 "tokens per step, all ranks together (a multiple of the rank count)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
   app.add_option("--dim", p.dim, "token width")->capture_default_str()->check(CLI::Range(1, 65536));
-  app.add_option("--experts", p.experts, "experts (a multiple of the rank count)")->capture_default_str()->check(CLI::Range(1, 4096));
-  app.add_option("--ffn", p.ffn, "hidden units per expert")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app.add_option("--steps", p.steps, "steps (each routes every token there and back)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("--experts", p.experts, "experts (a multiple of the rank count)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--ffn", p.ffn, "hidden units per expert")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--steps", p.steps, "steps (each routes every token there and back)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--seed", p.seed, "seed of weights and tokens")->capture_default_str();
   app.add_flag("--check", check, "rank 0 recomputes every step alone and compares bit for bit");
   CLI11_PARSE(app, argc, argv);
   try {
     auto comm = spark::init();
-    const auto P = static_cast<std::size_t>(comm.size()), me = static_cast<std::size_t>(comm.rank());
+    const auto P = static_cast<std::size_t>(comm.size()),
+               me = static_cast<std::size_t>(comm.rank());
     if (p.experts % P != 0 || p.tokens % P != 0)
       throw std::invalid_argument("--experts (" + std::to_string(p.experts) + ") and --tokens (" +
-                                  std::to_string(p.tokens) + ") must be multiples of the rank count " +
-                                  std::to_string(P));
+                                  std::to_string(p.tokens) +
+                                  ") must be multiples of the rank count " + std::to_string(P));
     const std::size_t epr = p.experts / P, tpr = p.tokens / P, D = p.dim;
     std::vector<float> gate(p.experts * D);
     fill(gate, p.seed * 7919, 1.f / std::sqrt(static_cast<float>(D)));
@@ -124,7 +138,8 @@ int main(int argc, char** argv) {
       for (std::size_t e = 0; e < p.experts; ++e) all.push_back(make_expert(p, e));
     comm.barrier();
 
-    std::vector<float> x(tpr * D), send(tpr * D), back(tpr * D), out(tpr * D), everything(p.tokens * D);
+    std::vector<float> x(tpr * D), send(tpr * D), back(tpr * D), out(tpr * D),
+        everything(p.tokens * D);
     std::vector<float> recv, result;
     std::vector<int> expert(tpr), send_e(tpr), recv_e;
     std::vector<float> weight(tpr);
@@ -168,16 +183,21 @@ int main(int argc, char** argv) {
       result.resize(nrecv * D);
       recv_e.resize(nrecv);
       timed([&] {
-        comm.alltoallv(send_e.data(), sc.data(), sd.data(), recv_e.data(), rc.data(), rd.data(), spark::DType::i32);
-        comm.alltoallv(send.data(), scD.data(), sdD.data(), recv.data(), rcD.data(), rdD.data(), spark::DType::f32);
+        comm.alltoallv(send_e.data(), sc.data(), sd.data(), recv_e.data(), rc.data(), rd.data(),
+                       spark::DType::i32);
+        comm.alltoallv(send.data(), scD.data(), sdD.data(), recv.data(), rcD.data(), rdD.data(),
+                       spark::DType::f32);
       });
       for (std::size_t j = 0; j < nrecv; ++j) {
         const auto e = static_cast<std::size_t>(recv_e[j]);
-        if (e / epr != me) throw std::logic_error("token for expert " + std::to_string(e) + " arrived at rank " + std::to_string(me));
+        if (e / epr != me)
+          throw std::logic_error("token for expert " + std::to_string(e) + " arrived at rank " +
+                                 std::to_string(me));
         run_expert(p, mine[e - me * epr], &recv[j * D], &result[j * D]);
       }
       timed([&] {  // and back: the counts swap roles
-        comm.alltoallv(result.data(), rcD.data(), rdD.data(), back.data(), scD.data(), sdD.data(), spark::DType::f32);
+        comm.alltoallv(result.data(), rcD.data(), rdD.data(), back.data(), scD.data(), sdD.data(),
+                       spark::DType::f32);
       });
       for (std::size_t i = 0; i < tpr; ++i)
         for (std::size_t k = 0; k < D; ++k) out[i * D + k] = weight[i] * back[order[i] * D + k];
@@ -194,23 +214,27 @@ int main(int argc, char** argv) {
           route(p, gate, xr.data(), e, w);
           run_expert(p, all[static_cast<std::size_t>(e)], xr.data(), yr.data());
           for (std::size_t k = 0; k < D; ++k)
-            if (std::memcmp(&everything[i * D + k], &(yr[k] = w * yr[k]), sizeof(float)) != 0) ++mismatches;
+            if (std::memcmp(&everything[i * D + k], &(yr[k] = w * yr[k]), sizeof(float)) != 0)
+              ++mismatches;
         }
       }
     }
     if (me == 0) {
       const double tot = seconds(t_total), a = seconds(t_a2a);
-      std::printf("expert_parallel: %zu ranks, %zu experts, %zu tokens x %zu steps: %.0f tokens/s; "
-                  "alltoallv %.3f s of %.3f s (%.0f%%) on rank 0; busiest rank took %zu tokens in a step\n",
-                  P, p.experts, p.tokens, p.steps, static_cast<double>(p.tokens * p.steps) / tot, a,
-                  tot, 100.0 * a / tot, max_load);
+      std::printf(
+          "expert_parallel: %zu ranks, %zu experts, %zu tokens x %zu steps: %.0f tokens/s; "
+          "alltoallv %.3f s of %.3f s (%.0f%%) on rank 0; busiest rank took %zu tokens in a step\n",
+          P, p.experts, p.tokens, p.steps, static_cast<double>(p.tokens * p.steps) / tot, a, tot,
+          100.0 * a / tot, max_load);
       std::printf("checksum: %016llx\n", static_cast<unsigned long long>(hash));
       if (check) {
         if (mismatches != 0) {
-          std::printf("check: FAILED: %zu values differ from the single-rank computation\n", mismatches);
+          std::printf("check: FAILED: %zu values differ from the single-rank computation\n",
+                      mismatches);
           return 1;
         }
-        std::printf("check: identical to the single-rank computation (%zu tokens x %zu steps)\n", p.tokens, p.steps);
+        std::printf("check: identical to the single-rank computation (%zu tokens x %zu steps)\n",
+                    p.tokens, p.steps);
       }
     }
     return 0;

@@ -14,18 +14,32 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-  CLI::App app{"One rank vanishes mid-job; shows the fail-stop report (docs/examples/fault_demo.md)"};
+  CLI::App app{
+      "One rank vanishes mid-job; shows the fail-stop report (docs/examples/fault_demo.md)"};
   int kill_rank = -1;
   int after = 5, steps = 20, delay_ms = 100;
   std::size_t count = 1 << 16;
   std::string how = "kill";
-  app.add_option("--kill-rank", kill_rank, "rank that vanishes (-1: none)")->capture_default_str()->check(CLI::Range(-1, 1 << 20));
-  app.add_option("--after", after, "steps completed before it vanishes")->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  app.add_option("--how", how, "kill: SIGKILL (the process is gone); stop: SIGSTOP (it hangs, the others time out)")
-      ->capture_default_str()->check(CLI::IsMember({"kill", "stop"}));
-  app.add_option("--steps", steps, "allreduce steps")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app.add_option("--count", count, "floats per allreduce")->capture_default_str()->check(CLI::Range(1, 1 << 26));
-  app.add_option("--delay-ms", delay_ms, "pause between steps (work)")->capture_default_str()->check(CLI::Range(0, 60000));
+  app.add_option("--kill-rank", kill_rank, "rank that vanishes (-1: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 20));
+  app.add_option("--after", after, "steps completed before it vanishes")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option(
+         "--how", how,
+         "kill: SIGKILL (the process is gone); stop: SIGSTOP (it hangs, the others time out)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"kill", "stop"}));
+  app.add_option("--steps", steps, "allreduce steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--count", count, "floats per allreduce")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 26));
+  app.add_option("--delay-ms", delay_ms, "pause between steps (work)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 60000));
   CLI11_PARSE(app, argc, argv);
   try {
     auto comm = spark::init();
@@ -37,8 +51,8 @@ int main(int argc, char** argv) {
     const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
     for (int step = 0; step < steps; ++step) {
       if (comm.rank() == kill_rank && step == after) {
-        std::fprintf(stderr, "fault_demo: rank %d: sending myself SIG%s before step %d\n", kill_rank,
-                     how == "kill" ? "KILL" : "STOP", step);
+        std::fprintf(stderr, "fault_demo: rank %d: sending myself SIG%s before step %d\n",
+                     kill_rank, how == "kill" ? "KILL" : "STOP", step);
         ::raise(how == "kill" ? SIGKILL : SIGSTOP);
       }
       std::fill(buf.begin(), buf.end(), static_cast<float>(comm.rank() + 1));

@@ -22,7 +22,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 struct Request {
   nlohmann::json id;
@@ -91,12 +93,14 @@ class Progress {  // rank 0, stderr: a bar on a terminal, else a rate line every
   explicit Progress(std::size_t total) : total_(total), tty_(isatty(2) != 0), t0_(Clock::now()) {}
   void update(std::size_t done, std::size_t tokens) {
     const auto now = Clock::now();
-    if (done < total_ && now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::seconds(2)))
+    if (done < total_ &&
+        now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::seconds(2)))
       return;
     last_ = now;
     const double s = std::max(seconds(now - t0_), 1e-9);
     if (tty_) {
-      const int width = 30, fill = static_cast<int>(width * done / std::max<std::size_t>(total_, 1));
+      const int width = 30,
+                fill = static_cast<int>(width * done / std::max<std::size_t>(total_, 1));
       std::fprintf(stderr, "\r[%s%s] %zu/%zu requests  %.1f req/s  %.0f tok/s",
                    std::string(static_cast<std::size_t>(fill), '#').c_str(),
                    std::string(static_cast<std::size_t>(width - fill), '.').c_str(), done, total_,
@@ -137,29 +141,62 @@ int make_requests(const std::string& path, std::size_t count, std::size_t len, s
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Tensor-parallel batch inference on libspark (see docs/examples/sharded_inference.md)"};
+  CLI::App app{
+      "Tensor-parallel batch inference on libspark (see docs/examples/sharded_inference.md)"};
   std::string make_model_path, make_requests_path, model_path, input = "-", output = "-";
   std::string reduce = "exact";
   ModelConfig cfg;
   std::size_t count = 64, prompt_len = 32, batch = 8, new_tokens = 16;
-  app.add_option("--make-model", make_model_path, "write a random model to this safetensors file and exit");
-  app.add_option("--layers", cfg.layers, "with --make-model: decoder blocks")->capture_default_str()->check(CLI::Range(1, 1024));
-  app.add_option("--dim", cfg.dim, "with --make-model: model width")->capture_default_str()->check(CLI::Range(2, 65536));
-  app.add_option("--heads", cfg.heads, "with --make-model: attention heads")->capture_default_str()->check(CLI::Range(1, 4096));
-  app.add_option("--ffn", cfg.ffn, "with --make-model: MLP hidden units")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app.add_option("--vocab", cfg.vocab, "with --make-model / --make-requests: vocabulary size")->capture_default_str()->check(CLI::Range(2, 1 << 20));
-  app.add_option("--blocks", cfg.blocks, "with --make-model: fixed blocks of the sharded dimension; the rank count must divide it")->capture_default_str()->check(CLI::Range(1, 4096));
-  app.add_option("--seed", cfg.seed, "with --make-model / --make-requests: random seed")->capture_default_str();
-  app.add_option("--make-requests", make_requests_path, "write random requests (JSONL) to this file and exit");
-  app.add_option("--count", count, "with --make-requests: number of requests")->capture_default_str()->check(CLI::Range(1, 1 << 24));
-  app.add_option("--prompt-len", prompt_len, "with --make-requests: longest prompt (lengths vary from half of it)")->capture_default_str()->check(CLI::Range(2, 1 << 16));
+  app.add_option("--make-model", make_model_path,
+                 "write a random model to this safetensors file and exit");
+  app.add_option("--layers", cfg.layers, "with --make-model: decoder blocks")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--dim", cfg.dim, "with --make-model: model width")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 65536));
+  app.add_option("--heads", cfg.heads, "with --make-model: attention heads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--ffn", cfg.ffn, "with --make-model: MLP hidden units")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--vocab", cfg.vocab, "with --make-model / --make-requests: vocabulary size")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 20));
+  app.add_option(
+         "--blocks", cfg.blocks,
+         "with --make-model: fixed blocks of the sharded dimension; the rank count must divide it")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--seed", cfg.seed, "with --make-model / --make-requests: random seed")
+      ->capture_default_str();
+  app.add_option("--make-requests", make_requests_path,
+                 "write random requests (JSONL) to this file and exit");
+  app.add_option("--count", count, "with --make-requests: number of requests")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--prompt-len", prompt_len,
+                 "with --make-requests: longest prompt (lengths vary from half of it)")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 16));
   app.add_option("--model", model_path, "safetensors model (from --make-model)");
-  app.add_option("--input", input, "requests, one JSON object per line: {\"id\": ..., \"prompt\": [ids]}; - = stdin")->capture_default_str();
-  app.add_option("--output", output, "results (JSONL) written by rank 0; - = stdout")->capture_default_str();
-  app.add_option("--batch", batch, "requests per batch")->capture_default_str()->check(CLI::Range(1, 4096));
-  app.add_option("--new-tokens", new_tokens, "greedy decode steps per request")->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  app.add_option("--reduce", reduce, "exact: per-block partials, bit-identical for every rank count; plain: Megatron's volume, last bits may differ")
-      ->capture_default_str()->check(CLI::IsMember({"exact", "plain"}));
+  app.add_option("--input", input,
+                 "requests, one JSON object per line: {\"id\": ..., \"prompt\": [ids]}; - = stdin")
+      ->capture_default_str();
+  app.add_option("--output", output, "results (JSONL) written by rank 0; - = stdout")
+      ->capture_default_str();
+  app.add_option("--batch", batch, "requests per batch")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--new-tokens", new_tokens, "greedy decode steps per request")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--reduce", reduce,
+                 "exact: per-block partials, bit-identical for every rank count; plain: Megatron's "
+                 "volume, last bits may differ")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"exact", "plain"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -167,8 +204,10 @@ int main(int argc, char** argv) {
       spark::example::make_model(cfg, make_model_path);
       return 0;
     }
-    if (!make_requests_path.empty()) return make_requests(make_requests_path, count, prompt_len, cfg.vocab, cfg.seed);
-    if (model_path.empty()) throw std::invalid_argument("--model is required (make one with --make-model PATH)");
+    if (!make_requests_path.empty())
+      return make_requests(make_requests_path, count, prompt_len, cfg.vocab, cfg.seed);
+    if (model_path.empty())
+      throw std::invalid_argument("--model is required (make one with --make-model PATH)");
 
     auto comm = spark::init();
     const auto t_load = Clock::now();
@@ -203,7 +242,8 @@ int main(int argc, char** argv) {
     for (std::size_t b0 = 0; b0 < requests.size(); b0 += batch) {
       const std::size_t nb = std::min(batch, requests.size() - b0);
       std::size_t max_len = 0;
-      for (std::size_t i = 0; i < nb; ++i) max_len = std::max(max_len, requests[b0 + i].prompt.size());
+      for (std::size_t i = 0; i < nb; ++i)
+        max_len = std::max(max_len, requests[b0 + i].prompt.size());
       model.reset_cache(nb, max_len + new_tokens);
       // Prefill: every prompt token of the batch in one step; logits of each last token.
       std::vector<int> tok, pos, slot;
@@ -244,7 +284,11 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < nb; ++i) {
           char hx[17];
           std::snprintf(hx, sizeof hx, "%016llx", static_cast<unsigned long long>(hash[i]));
-          *out << nlohmann::json{{"id", requests[b0 + i].id}, {"tokens", gen[i]}, {"logits_fnv", hx}}.dump() << '\n';
+          *out << nlohmann::json{{"id", requests[b0 + i].id},
+                                 {"tokens", gen[i]},
+                                 {"logits_fnv", hx}}
+                      .dump()
+               << '\n';
         }
         out->flush();
         progress.update(b0 + nb, prompt_tokens + gen_tokens);

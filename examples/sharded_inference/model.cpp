@@ -23,7 +23,9 @@ std::vector<float> random_tensor(std::size_t n, float scale, std::uint64_t& s) {
 std::size_t parse_size(const std::map<std::string, std::string>& m, const std::string& key,
                        const std::string& path) {
   auto it = m.find(key);
-  if (it == m.end()) throw std::invalid_argument(path + ": metadata lacks '" + key + "' (not made by --make-model?)");
+  if (it == m.end())
+    throw std::invalid_argument(path + ": metadata lacks '" + key +
+                                "' (not made by --make-model?)");
   std::size_t pos = 0;
   unsigned long long v = 0;
   try {
@@ -32,7 +34,8 @@ std::size_t parse_size(const std::map<std::string, std::string>& m, const std::s
     pos = 0;
   }
   if (pos == 0 || pos != it->second.size() || it->second[0] == '-')
-    throw std::invalid_argument(path + ": metadata '" + key + "' = '" + it->second + "' is not a number");
+    throw std::invalid_argument(path + ": metadata '" + key + "' = '" + it->second +
+                                "' is not a number");
   return static_cast<std::size_t>(v);
 }
 
@@ -44,8 +47,8 @@ void rmsnorm(const float* x, const float* w, float* out, std::size_t n) {
 }
 
 // out[r][j] = sum_k w[j][k] * in[r][k], k in order (w row-major [out_n][in_n]).
-void matmul(const float* in, std::size_t rows, const float* w, std::size_t out_n,
-            std::size_t in_n, float* out) {
+void matmul(const float* in, std::size_t rows, const float* w, std::size_t out_n, std::size_t in_n,
+            float* out) {
   for (std::size_t r = 0; r < rows; ++r) {
     const float* a = in + r * in_n;
     for (std::size_t j = 0; j < out_n; ++j) {
@@ -108,7 +111,8 @@ void make_model(const ModelConfig& cfg, const std::string& path) {
   cfg.validate();
   std::uint64_t s = cfg.seed;
   const std::size_t D = cfg.dim, F = cfg.ffn;
-  const float sd = 1.f / std::sqrt(static_cast<float>(D)), sf = 1.f / std::sqrt(static_cast<float>(F));
+  const float sd = 1.f / std::sqrt(static_cast<float>(D)),
+              sf = 1.f / std::sqrt(static_cast<float>(F));
   std::vector<NamedTensor> t;
   t.push_back({"embed", {cfg.vocab, D}, random_tensor(cfg.vocab * D, 1.f, s)});
   for (std::size_t l = 0; l < cfg.layers; ++l) {
@@ -208,8 +212,8 @@ void ShardedModel::forward(const std::vector<int>& tokens, const std::vector<int
                            std::vector<float>& logits, const AllreduceFn& allreduce) {
   const std::size_t T = tokens.size(), D = cfg_.dim, hd = cfg_.head_dim(), V = cfg_.vocab;
   const std::size_t lh = lq_ / hd;
-  std::vector<float> x(T * D), h(T * D), q(T * lq_), k(T * lq_), v(T * lq_), a(T * lq_),
-      u(T * lf_), scores(max_len_);
+  std::vector<float> x(T * D), h(T * D), q(T * lq_), k(T * lq_), v(T * lq_), a(T * lq_), u(T * lf_),
+      scores(max_len_);
   for (std::size_t t = 0; t < T; ++t)
     std::copy_n(embed_.data() + static_cast<std::size_t>(tokens[t]) * D, D, x.data() + t * D);
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
@@ -222,8 +226,9 @@ void ShardedModel::forward(const std::vector<int>& tokens, const std::vector<int
     for (std::size_t t = 0; t < T; ++t) {
       rope(&q[t * lq_], lh, hd, positions[t]);
       rope(&k[t * lq_], lh, hd, positions[t]);
-      const std::size_t c = (static_cast<std::size_t>(slot[t]) * max_len_ +
-                             static_cast<std::size_t>(positions[t])) * lq_;
+      const std::size_t c =
+          (static_cast<std::size_t>(slot[t]) * max_len_ + static_cast<std::size_t>(positions[t])) *
+          lq_;
       std::copy_n(&k[t * lq_], lq_, &L.k_cache[c]);
       std::copy_n(&v[t * lq_], lq_, &L.v_cache[c]);
     }

@@ -68,8 +68,8 @@ class ShardedModel {
   ModelConfig cfg_;
   int rank_, size_;
   bool exact_;
-  std::size_t block0_, block1_;     // owned blocks
-  std::size_t lq_, lf_;             // local attention width (heads*head_dim), local ffn width
+  std::size_t block0_, block1_;  // owned blocks
+  std::size_t lq_, lf_;          // local attention width (heads*head_dim), local ffn width
   std::vector<float> embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
   std::size_t max_len_ = 0;

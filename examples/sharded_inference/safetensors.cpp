@@ -23,7 +23,7 @@ namespace {
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);
@@ -73,7 +73,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       std::size_t count = 1;
       if (!v["shape"].is_array()) fail(path, where + "shape is not an array");
       for (const auto& d : v["shape"]) {
-        if (!d.is_number_unsigned()) fail(path, where + "shape " + v["shape"].dump() + " is invalid");
+        if (!d.is_number_unsigned())
+          fail(path, where + "shape " + v["shape"].dump() + " is invalid");
         t.shape.push_back(d.get<std::size_t>());
         count *= t.shape.back();
       }
@@ -101,7 +102,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   }
 }
 
-SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<unsigned char*>(map_), size_); }
+SafetensorsFile::~SafetensorsFile() {
+  ::munmap(const_cast<unsigned char*>(map_), size_);
+}
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   auto it = tensors_.find(name);
@@ -113,8 +116,7 @@ std::vector<float> SafetensorsFile::slice(const std::string& name, std::size_t r
                                           std::size_t row1, std::size_t col0,
                                           std::size_t col1) const {
   const TensorInfo& t = info(name);
-  if (t.shape.empty() || t.shape.size() > 2)
-    fail(path_, "tensor '" + name + "' is not 1-D or 2-D");
+  if (t.shape.empty() || t.shape.size() > 2) fail(path_, "tensor '" + name + "' is not 1-D or 2-D");
   const std::size_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
   const std::size_t cols = t.shape.back();
   if (row0 > row1 || row1 > rows || col0 > col1 || col1 > cols)
@@ -142,7 +144,8 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   for (const auto& t : tensors) {
     std::size_t count = 1;
     for (auto d : t.shape) count *= d;
-    if (count != t.values.size()) throw SafetensorsError(path + ": shape of '" + t.name + "' does not match its values");
+    if (count != t.values.size())
+      throw SafetensorsError(path + ": shape of '" + t.name + "' does not match its values");
     header[t.name] = {{"dtype", "F32"},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + count * sizeof(float)}}};

@@ -11,7 +11,7 @@ timeout 60 "$sparkrun" -n 3 "$prog" --kill-rank 2 --after 3 --delay-ms 20 >"$out
 rc=$?
 cat "$out"
 [ $rc -eq 137 ] || fail "kill: sparkrun exited $rc, expected 137"
-first=$(grep -m1 '^sparkrun: ' "$out")
+first=$(grep '^sparkrun: ' "$out" | grep -v '^sparkrun: note: ' | head -n 1)
 echo "$first" | grep -Eq '^sparkrun: rank 2 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL: Killed\); stopping the job$' ||
   fail "kill: unexpected first report: $first"
 grep -q '^step 2: allreduce' "$out" || fail "kill: steps before the kill are missing"
@@ -20,7 +20,7 @@ SPARKNET_ROCE_TIMEOUT_MS=1500 timeout 60 "$sparkrun" -n 3 --kill-grace 1 "$prog"
 rc=$?
 cat "$out"
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "stop: sparkrun exited $rc"
-first=$(grep -m1 '^sparkrun: ' "$out")
-echo "$first" | grep -Eq '^sparkrun: rank [01]: allreduce seq [0-9]+ step [0-9]+: no data from rank 2 on lane [a-z]+:[0-9]+ after [0-9]+ ms \(timeout 1500 ms\)$' ||
+first=$(grep '^sparkrun: ' "$out" | grep -v '^sparkrun: note: ' | head -n 1)
+echo "$first" | grep -Eq '^sparkrun: rank ([01]) aborted: rank \1: allreduce seq [0-9]+ step [0-9]+: no data from rank 2 on lane [a-z]+(:[0-9]+)? after [0-9]+ ms \(timeout 1500 ms\)$' ||
   fail "stop: unexpected first report: $first"
 echo PASS

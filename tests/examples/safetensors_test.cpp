@@ -2,11 +2,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <barrier>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
-#include <barrier>
 #include <string>
 #include <thread>
 
@@ -75,9 +75,10 @@ TEST(Safetensors, Refusals) {
   EXPECT_NE(error_of(t.path).find("outside the data section"), std::string::npos);
   write_raw(t.path, R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8);
   EXPECT_NE(error_of(t.path).find("needs 12"), std::string::npos);
-  write_raw(t.path,
-            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-            12);
+  write_raw(
+      t.path,
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+      12);
   EXPECT_NE(error_of(t.path).find("overlap"), std::string::npos);
   write_raw(t.path, R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", 8);
   EXPECT_NE(error_of(t.path).find("invalid"), std::string::npos);

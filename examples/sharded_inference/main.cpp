@@ -16,6 +16,9 @@
 #include <sstream>
 
 #include "model.hpp"
+#ifdef SPARK_EXAMPLE_WITH_CUDA
+#include "gpu_allreduce.hpp"
+#endif
 
 using spark::example::ModelConfig;
 using Clock = std::chrono::steady_clock;
@@ -220,13 +223,33 @@ int main(int argc, char** argv) {
 
     Clock::duration in_coll{};
     std::size_t n_allreduce = 0, bytes = 0;
+    const char* path = "host";
+#ifdef SPARK_EXAMPLE_WITH_CUDA
+    // The largest allreduce: a batch's prefill rows x blocks x dim.
+    std::size_t max_rows = batch;
+    for (std::size_t b0 = 0; b0 < requests.size(); b0 += batch) {
+      std::size_t rows = 0;
+      for (std::size_t i = b0; i < std::min(b0 + batch, requests.size()); ++i)
+        rows += requests[i].prompt.size();
+      max_rows = std::max(max_rows, rows);
+    }
+    auto gpu = spark::example::GpuAllreduce::try_create(
+        comm, max_rows * (reduce == "exact" ? mc.blocks : 1) * mc.dim);
+    if (gpu) path = "GPU (device buffers, spark::cuda::DeviceComm)";
+#endif
     spark::example::AllreduceFn allreduce = [&](float* d, std::size_t n) {
       const auto t = Clock::now();
-      comm.allreduce(d, d, n, spark::DType::f32, spark::ReduceOp::sum);
+#ifdef SPARK_EXAMPLE_WITH_CUDA
+      if (gpu)
+        (*gpu)(d, n);
+      else
+#endif
+        comm.allreduce(d, d, n, spark::DType::f32, spark::ReduceOp::sum);
       in_coll += Clock::now() - t;
       ++n_allreduce;
       bytes += n * sizeof(float);
     };
+    if (comm.rank() == 0) std::fprintf(stderr, "sharded_inference: allreduce on %s\n", path);
 
     std::ofstream out_file;
     std::ostream* out = &std::cout;

@@ -1,0 +1,108 @@
+#!/bin/bash
+# Switchless fabrics on network namespaces (docs/fabric.md).
+#
+#   fabric_netns.sh SHAPE SPARKRUN DISCOVER     SHAPE: triangle | ring
+#
+# N namespaces (3 for the triangle, 4 for the ring). Data: one veth pair per cable, each cable
+# its own 10.<S>.<k>.0/30 subnet, no bridge. Control: each namespace has an extra veth into a
+# bridge in the root namespace (10.<S>.200.0/24) where the launcher runs; SPARK_DATA_NET keeps
+# it out of the data lanes. Runs spark_fabric_discover under sparkrun, checks the map, writes
+# it, checks it matches, then pins a miscabled map and expects sparkrun to refuse (both shown).
+# Exit 77 (skip) without root/iproute2. Everything is removed on exit.
+set -u
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
+  echo "SKIP: network namespaces need root and iproute2"; exit 77
+fi
+shape=$1 sparkrun=$2 discover=$3
+case $shape in triangle) n=3; cables="0-1 1-2 2-0" ;; ring) n=4; cables="0-1 1-2 2-3 3-0" ;;
+  *) echo "bad shape $shape"; exit 2 ;; esac
+pfx="fb$$"
+s=$(( $$ % 200 + 20 ))
+while ip -o -4 addr show | grep -q " 10\.$s\."; do s=$(( (s + 1) % 250 + 1 )); done
+out=$(mktemp -d)
+cleanup() {
+  for i in $(seq 0 $((n - 1))); do
+    for pid in $(ip netns pids "$pfx$i" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+    ip netns del "$pfx$i" 2>/dev/null
+  done
+  ip link del "${pfx}br" 2>/dev/null
+  rm -rf "$out"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+fail() { echo "FAIL: $*"; for f in "$out"/*; do echo "--- $f"; cat "$f"; done; exit 1; }
+expect() { grep -q -- "$1" "$2" || fail "missing '$1' in $2"; }
+
+set -e
+ip link add "${pfx}br" type bridge
+ip addr add "10.$s.200.1/24" dev "${pfx}br"
+ip link set "${pfx}br" up
+hosts=""
+for i in $(seq 0 $((n - 1))); do
+  ns=$pfx$i
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip link add "${pfx}c$i" type veth peer name "${pfx}q$i"
+  ip link set "${pfx}q$i" netns "$ns"
+  ip link set "${pfx}c$i" master "${pfx}br" up
+  ip -n "$ns" link set "${pfx}q$i" name ctl
+  ip -n "$ns" addr add "10.$s.200.$((i + 2))/24" dev ctl
+  ip -n "$ns" link set ctl up
+  hosts="$hosts${hosts:+,}$ns"
+done
+k=0
+for c in $cables; do
+  a=${c%-*} b=${c#*-}
+  k=$((k + 1))
+  # port 0 of a to port 1 of b (a Spark's two QSFP ports); names say which peer it reaches.
+  ip link add "${pfx}x$k" type veth peer name "${pfx}y$k"
+  ip link set "${pfx}x$k" netns "$pfx$a"
+  ip link set "${pfx}y$k" netns "$pfx$b"
+  ip -n "$pfx$a" link set "${pfx}x$k" name "to$b"
+  ip -n "$pfx$b" link set "${pfx}y$k" name "to$a"
+  ip -n "$pfx$a" addr add "10.$s.$k.1/30" dev "to$b"
+  ip -n "$pfx$b" addr add "10.$s.$k.2/30" dev "to$a"
+  ip -n "$pfx$a" link set "to$b" up
+  ip -n "$pfx$b" link set "to$a" up
+done
+set +e
+for i in $(seq 0 $((n - 1))); do
+  for _ in $(seq 100); do
+    bridge link show dev "${pfx}c$i" | grep -q "state forwarding" && break; sleep 0.05
+  done
+done
+sr=("$sparkrun" --launch-agent 'ip netns exec {host}' --control-net "10.$s.200.0/24"
+    -n "$n" --host "$hosts" -x "SPARK_DATA_NET=10.$s.0.0/17" -x SPARKNET_ROCE_TIMEOUT_MS=20000)
+
+"${sr[@]}" "$discover" --write "$out/pin.json" >"$out/o" 2>"$out/e" || fail "discover rc $?"
+for c in $cables; do
+  a=${c%-*} b=${c#*-}
+  expect "$pfx$a -> $pfx$b: direct to$b(" "$out/o"
+  expect "$pfx$b -> $pfx$a: direct to$a(" "$out/o"
+done
+if [ "$shape" = triangle ]; then
+  expect "every pair cabled: direct" "$out/o"
+else
+  expect "relay needed" "$out/o"
+  expect "${pfx}0 -> ${pfx}2: relay via ${pfx}1 (2 hops)" "$out/o"
+  expect "${pfx}1 -> ${pfx}3: relay via ${pfx}0 (2 hops)" "$out/o"
+  expect "${pfx}3 -> ${pfx}1: relay via ${pfx}0 (2 hops)" "$out/o"
+fi
+grep -q "ctl" "$out/o" && fail "control interface used as a data lane"
+expect "\"${pfx}0:to1\"" "$out/pin.json"
+
+# The written file pins the map: a second run matches it.
+"${sr[@]}" "$discover" --fabric "$out/pin.json" >"$out/o2" 2>"$out/e2" || fail "pinned run rc $?"
+expect "fabric map matches" "$out/o2"
+
+# A pinned map that disagrees with the cabling (0-1 cable moved to 0's "to9") is refused.
+sed "s/\"${pfx}0:to1\"/\"${pfx}0:to9\"/" "$out/pin.json" >"$out/bad.json"
+"${sr[@]}" "$discover" --fabric "$out/bad.json" >"$out/o3" 2>"$out/e3"
+rc=$?
+[ $rc -ne 0 ] || fail "miscabled pin accepted"
+expect "missing cable ${pfx}0:to9 <-> ${pfx}1:to0" "$out/e3"
+expect "unexpected cable ${pfx}0:to1 <-> ${pfx}1:to0" "$out/e3"
+expect "pinned:" "$out/e3"
+expect "found:" "$out/e3"
+expect "refusing to start" "$out/e3"
+cat "$out/o" "$out/e3"; echo "PASS $shape"

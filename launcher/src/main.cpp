@@ -1,8 +1,8 @@
 // sparkrun: the command-line front end. Parses options, makes the job plan, and hands this
 // machine's part of it to the node runner. Everything here happens before any rank starts,
 // so bad input exits 2 with nothing started.
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +23,9 @@
 #include "node_runner.hpp"
 #include "options.hpp"
 #include "print_config.hpp"
+#ifdef SPARK_LAUNCH_HAVE_PMIX
+#include "pmix_server.hpp"
+#endif
 #include "rank_env.hpp"
 #include "remote_launch.hpp"
 #include "slurm_plan.hpp"
@@ -68,8 +71,7 @@ std::vector<std::string> current_environment() {
 }
 
 int usage_error(const std::string& message) {
-  std::fprintf(stderr, "sparkrun: error: %s\nRun 'sparkrun --help' for usage.\n",
-               message.c_str());
+  std::fprintf(stderr, "sparkrun: error: %s\nRun 'sparkrun --help' for usage.\n", message.c_str());
   return kExitUsage;
 }
 
@@ -114,8 +116,9 @@ int launch(const Options& o) {
   for (const auto& n : plan.nodes) remote = remote || !n.local;
   if (remote) {
     if (binding_options_given) {  // node daemons do not bind yet (docs/binding.md)
-      throw UsageError("--bind-to/--map-by/--report-bindings/--topology are not available with "
-                       "remote hosts yet");
+      throw UsageError(
+          "--bind-to/--map-by/--report-bindings/--topology are not available with "
+          "remote hosts yet");
     }
     MultiHostSpec m;
     const auto env = current_environment();
@@ -131,7 +134,8 @@ int launch(const Options& o) {
     m.verbose = o.verbose;
     m.launch_agent = o.launch_agent;
     m.control_net = o.control_net;
-    const auto trace = TraceJob::begin(m.exports);  // SPARK_TRACE: merge the ranks' files at the end
+    const auto trace =
+        TraceJob::begin(m.exports);  // SPARK_TRACE: merge the ranks' files at the end
     const int rc = run_multihost(m);
     trace.finish(m.plan.size);
     return rc;
@@ -174,7 +178,8 @@ int launch(const Options& o) {
   spec.timeout_s = o.timeout_s;
   spec.kill_grace_s = o.kill_grace_s;
   spec.verbose = o.verbose;
-  const auto trace = TraceJob::begin(spec.exports);  // SPARK_TRACE: merge the ranks' files at the end
+  const auto trace =
+      TraceJob::begin(spec.exports);  // SPARK_TRACE: merge the ranks' files at the end
   const int rc = run_node(spec);
   trace.finish(spec.plan.size);
   return rc;
@@ -223,4 +228,14 @@ int sparkrun_main(int argc, char** argv) {
 }  // namespace
 }  // namespace spark::launch
 
-int main(int argc, char** argv) { return spark::launch::sparkrun_main(argc, argv); }
+int main(int argc, char** argv) {
+  const int rc = spark::launch::sparkrun_main(argc, argv);
+#ifdef SPARK_LAUNCH_HAVE_PMIX
+  if (spark::launch::finalize_abandoned()) {
+    // PMIx's threads are still inside the library: skip every exit-time destructor.
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
+#endif
+  return rc;
+}

@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -104,7 +105,9 @@ void write_all(int fd, std::string_view data) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
         // Our own stdout was left non-blocking by someone else: wait until writable.
-        struct timespec ts{0, 1000000};
+        struct timespec ts {
+          0, 1000000
+        };
         nanosleep(&ts, nullptr);
         continue;
       }
@@ -114,11 +117,15 @@ void write_all(int fd, std::string_view data) {
   }
 }
 
-void say(const std::string& line) { write_all(STDERR_FILENO, "sparkrun: " + line + "\n"); }
+void say(const std::string& line) {
+  write_all(STDERR_FILENO, "sparkrun: " + line + "\n");
+}
 
 // Epoll tags: kind in the high half, index in the low half.
 enum Kind : uint32_t { kSignal = 1, kWakeup, kTimeout, kGrace, kDrain, kOut, kErr };
-uint64_t tag(Kind k, uint32_t index = 0) { return (static_cast<uint64_t>(k) << 32) | index; }
+uint64_t tag(Kind k, uint32_t index = 0) {
+  return (static_cast<uint64_t>(k) << 32) | index;
+}
 
 void arm(int tfd, double seconds) {
   struct itimerspec its;
@@ -139,6 +146,10 @@ struct Rank {
   Fd out, err;
   std::unique_ptr<LineForwarder> out_fw, err_fw;
 };
+
+// The job's exit code once its first failure is recorded (-1 before): read by the fault
+// handler below. Process-wide: one node runner per process.
+std::atomic<int> g_failed_job_code{-1};
 
 class Runner {
  public:
@@ -182,6 +193,7 @@ class Runner {
   std::vector<Rank> ranks_;
   Fd epoll_, sigfd_, wake_, timeout_timer_, grace_timer_, drain_timer_;
   bool aborting_ = false;
+  std::atomic<bool> abort_started_{false};  // aborting_, readable from PMIx's thread
   bool killed_ = false;
   bool draining_ = false;
   std::mutex queue_mutex_;
@@ -211,7 +223,8 @@ void Runner::setup_loop() {
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&set, s);
   sigfd_ = checked(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK), "signalfd");
   wake_ = checked(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd");
-  timeout_timer_ = checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd");
+  timeout_timer_ =
+      checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd");
   grace_timer_ = checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd");
   drain_timer_ = checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd");
   add_fd(sigfd_.get(), tag(kSignal));
@@ -271,8 +284,11 @@ void Runner::kill_all(int signo) {
 void Runner::begin_abort() {
   if (aborting_) return;
   aborting_ = true;
+  abort_started_ = true;
+  if (tracker_.failed()) g_failed_job_code = tracker_.exit_code();
   // Multi-host: the node's first failure goes to the launcher, which stops the other nodes.
-  if (spec_.link.failed && tracker_.failed()) spec_.link.failed(tracker_.exit_code(), tracker_.failure_line());
+  if (spec_.link.failed && tracker_.failed())
+    spec_.link.failed(tracker_.exit_code(), tracker_.failure_line());
   trace("group abort: SIGTERM to every rank");
   if (spec_.kill_grace_s <= 0) {
     kill_all(SIGKILL);
@@ -305,7 +321,8 @@ void Runner::start_ranks() {
     id.node_rank = spec_.node;
     id.job_id = spec_.job_id;
     id.host = node.host;
-    if (static_cast<size_t>(l) < spec_.cpuset_text.size()) id.cpuset = spec_.cpuset_text[static_cast<size_t>(l)];
+    if (static_cast<size_t>(l) < spec_.cpuset_text.size())
+      id.cpuset = spec_.cpuset_text[static_cast<size_t>(l)];
     if (static_cast<size_t>(l) < spec_.lanes.size()) id.lanes = spec_.lanes[static_cast<size_t>(l)];
     std::vector<EnvVar> pmix_env;
 #ifdef SPARK_LAUNCH_HAVE_PMIX
@@ -315,7 +332,8 @@ void Runner::start_ranks() {
     req.path = spec_.program_path;
     req.argv = spec_.argv;
     req.envp = build_env(spec_.base_env, {spec_.exports, pmix_env, glue, identity_env(id)});
-    if (bound && spec_.cpusets[static_cast<size_t>(l)]) req.cpuset = spec_.cpusets[static_cast<size_t>(l)];
+    if (bound && spec_.cpusets[static_cast<size_t>(l)])
+      req.cpuset = spec_.cpusets[static_cast<size_t>(l)];
     if (r.rank == 0) req.stdin_fd = STDIN_FILENO;  // stdin goes to rank 0 only
 
     if (!spec_.output_dir.empty()) {
@@ -333,7 +351,8 @@ void Runner::start_ranks() {
     } else {
       for (int which = 0; which < 2; ++which) {
         int p[2];
-        if (::pipe2(p, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+        if (::pipe2(p, O_CLOEXEC) != 0)
+          throw std::system_error(errno, std::generic_category(), "pipe2");
         ::fcntl(p[0], F_SETFL, O_NONBLOCK);
         (which == 0 ? r.out : r.err) = Fd(p[0]);
         (which == 0 ? req.stdout_fd : req.stderr_fd) = p[1];
@@ -509,7 +528,37 @@ void raise_fd_limit(size_t ranks) {
   }
 }
 
+// PMIx 4.2 (Debian 12) can use freed memory on its own thread when clients that wait in a
+// fence are killed in a group abort (a rank called PMIx_Abort): sparkrun then died by
+// SIGSEGV about 1 run in 3 instead of reporting the job's code. The job's outcome is
+// already recorded by then, so the fault handler ends sparkrun with that code. Not a cure
+// for the library's fault: a fault before any failure is recorded still crashes normally.
+void on_fault(int signo) {
+  const int code = g_failed_job_code.load();
+  if (code < 0) {
+    ::signal(signo, SIG_DFL);
+    ::raise(signo);
+    return;
+  }
+  static const char line[] =
+      "sparkrun: PMIx faulted during the group abort; exiting with the job's code\n";
+  ssize_t n = ::write(STDERR_FILENO, line, sizeof line - 1);
+  (void)n;
+  ::_exit(code);
+}
+
+void install_fault_guard() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_fault;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGSEGV, &sa, nullptr);
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
 int Runner::run() {
+  install_fault_guard();
   raise_fd_limit(spec_.plan.nodes.at(static_cast<size_t>(spec_.node)).ranks.size());
   TempDir tmp;
   setup_loop();
@@ -534,8 +583,8 @@ int Runner::run() {
           reap();
         }
       }
-      say("rank " + std::to_string(rank) + " aborted: " +
-          (message.empty() ? std::string("(no message)") : message));
+      say("rank " + std::to_string(rank) +
+          " aborted: " + (message.empty() ? std::string("(no message)") : message));
       if (!aborting_ && tracker_.rank_aborted(rank, pid, status, message)) {
         say(tracker_.failure_line());
       }
@@ -543,15 +592,13 @@ int Runner::run() {
       done();  // releases the client from PMIx_Abort
     });
   };
-  hooks.fence = [this](FenceRequest req) {
-    if (spec_.link.fence) {  // node daemon: the launcher combines every node's data
+  if (spec_.link.fence) {  // node daemon: the launcher combines every node's data
+    hooks.fence = [this](FenceRequest req) {
       spec_.link.fence(std::move(req.data), std::move(req.complete));
-      return;
-    }
-    // One node: its contributions are the whole job's. (The node daemon will send them to
-    // the launcher here and complete when the combined blob comes back.)
-    post([req = std::move(req)]() mutable { req.complete(std::move(req.data)); });
-  };
+    };
+  }
+  // One node: no fence hook; PMIx's thread completes the fence itself (its contributions
+  // are the whole job's), without a hop through the loop.
   topology_ = std::make_unique<LocalTopology>();
   trace("topology loaded");
   pmix_ = std::make_unique<PmixServer>(tmp.path(), hooks, topology_->get());
@@ -576,6 +623,7 @@ int Runner::run() {
       post([this, now] {
         if (!now) return begin_abort();
         aborting_ = true;
+        abort_started_ = true;
         kill_all(SIGKILL);
         killed_ = true;
       });
@@ -587,8 +635,16 @@ int Runner::run() {
   trace("every rank ended");
   guard_->disarm();
 #ifdef SPARK_LAUNCH_HAVE_PMIX
-  pmix_.reset();
-  trace("PMIx server finalized");
+  run_posted();  // aborts queued at the very end: release their PMIx waits now
+  if (pmix_->finalize(std::chrono::seconds(2), sigfd_.get())) {
+    pmix_.reset();
+    trace("PMIx server finalized");
+  } else {
+    // Never a hang: the job is over, its code is known; PMIx is left running and the
+    // process leaves with _exit (main.cpp).
+    say("PMIx server did not shut down (timeout or signal); exiting without it");
+    (void)pmix_.release();  // PMIx's threads may still use it until _exit
+  }
 #endif
   return tracker_.exit_code();
 }

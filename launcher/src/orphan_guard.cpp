@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,6 +69,16 @@ OrphanGuard::~OrphanGuard() {
   disarm();
 }
 
+void OrphanGuard::reap() {
+  if (pid_ <= 0) return;
+  // Disarmed, the watcher exits at once; wait for it so that no zombie "[sparkrun]" is left
+  // for PID 1 (which, in a container, may never reap it).
+  int status;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
 void OrphanGuard::watch(pid_t pgid) {
   if (fd_ < 0 || pgid <= 0) return;
   ssize_t n;
@@ -85,6 +96,7 @@ void OrphanGuard::disarm() {
   } while (n < 0 && errno == EINTR);
   close(fd_);
   fd_ = -1;
+  reap();
 }
 
 }  // namespace spark::launch

@@ -20,11 +20,12 @@ class OrphanGuard {
 
   /// Registers a rank's process group (its pid).
   void watch(pid_t pgid);
-  /// An orderly exit: the watcher leaves without killing anything.
+  /// An orderly exit: the watcher leaves without killing anything, and is reaped here.
   void disarm();
   pid_t pid() const { return pid_; }
 
  private:
+  void reap();
   pid_t pid_ = -1;
   int fd_ = -1;
 };

@@ -4,19 +4,32 @@
 #include <pmix_server.h>
 #include <unistd.h>
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 namespace spark::launch {
 namespace {
 
 // PMIx's server callbacks carry no context pointer for fence; PMIx itself is a process-wide
 // singleton, so the one server instance is reachable from here while it exists.
-PmixServer* g_server = nullptr;
+// Atomic: an abandoned finalize (PmixServer::finalize) clears it while PMIx's thread may
+// still run a callback.
+std::atomic<PmixServer*> g_server{nullptr};
+std::atomic<bool> g_abandoned{false};
 
 std::string pmix_error(const char* what, pmix_status_t rc) {
   return std::string("PMIx server: ") + what + " failed: " + PMIx_Error_string(rc);
@@ -123,23 +136,46 @@ int rank_of(const pmix_proc_t* proc) {
 // --- callbacks (PMIx progress thread) -----------------------------------------------
 
 pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, void*) {
-  if (g_server && g_server->hooks().connected) g_server->hooks().connected(rank_of(proc));
+  PmixServer* server = g_server.load();
+  if (server && server->hooks().connected) server->hooks().connected(rank_of(proc));
   return PMIX_OPERATION_SUCCEEDED;
 }
 
 pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, void*) {
-  if (g_server && g_server->hooks().finalized) g_server->hooks().finalized(rank_of(proc));
+  PmixServer* server = g_server.load();
+  if (server && server->hooks().finalized) server->hooks().finalized(rank_of(proc));
   return PMIX_OPERATION_SUCCEEDED;
 }
 
+// How long PMIx's thread waits for the runner to record an abort. The runner's loop
+// never calls into PMIx while it handles one, so this bound only matters at teardown.
+constexpr auto kAbortRecordWait = std::chrono::seconds(2);
+
 pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t[],
                        size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
-  if (g_server == nullptr || !g_server->hooks().abort) return PMIX_ERR_NOT_SUPPORTED;
-  // The client stays blocked in PMIx_Abort until `done` runs: the runner records the
-  // abort before the rank can exit, so the abort (not the exit) is the first failure.
-  g_server->hooks().abort(rank_of(proc), status, msg ? msg : "", [cbfunc, cbdata] {
-    if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
+  PmixServer* server = g_server.load();
+  if (server == nullptr || !server->hooks().abort) return PMIX_ERR_NOT_SUPPORTED;
+  // The client stays blocked in PMIx_Abort until the runner has recorded the abort, so the
+  // abort (not the rank's exit) is the first failure. The wait happens here, on PMIx's
+  // thread, and cbfunc is called from this thread before returning: calling it later from
+  // the runner's thread raced with PMIx's own thread (abort replies queued from a foreign
+  // thread left PMIx_server_finalize waiting forever, about 1 run in 3).
+  struct Recorded {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto recorded = std::make_shared<Recorded>();
+  server->hooks().abort(rank_of(proc), status, msg ? msg : "", [recorded] {
+    std::lock_guard<std::mutex> lock(recorded->m);
+    recorded->done = true;
+    recorded->cv.notify_all();
   });
+  {
+    std::unique_lock<std::mutex> lock(recorded->m);
+    recorded->cv.wait_for(lock, kAbortRecordWait, [&] { return recorded->done; });
+  }
+  if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
   return PMIX_SUCCESS;
 }
 
@@ -150,8 +186,9 @@ struct FenceRelease {
 
 pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data,
                        size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
-  if (g_server == nullptr || !g_server->hooks().fence) {
-    // No host-level fence: this node is the whole job.
+  PmixServer* server = g_server.load();
+  if (server == nullptr || !server->hooks().fence) {
+    // No host-level fence: this node is the whole job. Completed here, on PMIx's thread.
     if (cbfunc) cbfunc(PMIX_SUCCESS, data, ndata, cbdata, nullptr, nullptr);
     return PMIX_SUCCESS;
   }
@@ -162,7 +199,7 @@ pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t,
     cbfunc(PMIX_SUCCESS, keep->data.data(), keep->data.size(), cbdata, &FenceRelease::release,
            keep);
   };
-  g_server->hooks().fence(std::move(req));
+  server->hooks().fence(std::move(req));
   return PMIX_SUCCESS;
 }
 
@@ -213,10 +250,64 @@ PmixServer::PmixServer(const std::string& tmpdir, PmixHooks hooks, void* hwloc_t
 }
 
 PmixServer::~PmixServer() {
-  // No separate deregister_nspace: finalize releases the job too, and every extra call is
-  // a hand-off to PMIx's thread.
-  PMIx_server_finalize();
+  if (!finalized_) finalize(std::chrono::seconds(5), -1);
+}
+
+bool finalize_abandoned() {
+  return g_abandoned.load();
+}
+
+bool PmixServer::finalize(std::chrono::milliseconds limit, int signal_fd) {
+  if (finalized_) return true;
+  finalized_ = true;
+  // PMIx_server_finalize waits for PMIx's thread; a client that died mid-operation has been
+  // seen to leave it waiting forever. It runs on a helper thread so that the launcher can
+  // give up after `limit`, or at once on SIGINT/SIGTERM/SIGHUP/SIGQUIT (read from
+  // `signal_fd`, the runner's signalfd), and still exit with the job's code: never a hang.
+  // No separate deregister_nspace: finalize releases the job too.
+  const int done_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (done_fd < 0) {  // no way to wait with a bound: finalize inline
+    PMIx_server_finalize();
+    g_server = nullptr;
+    return true;
+  }
+  std::thread worker([done_fd] {
+    PMIx_server_finalize();
+    uint64_t one = 1;
+    ssize_t n = ::write(done_fd, &one, sizeof one);
+    (void)n;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool done = false;
+  bool stop = false;
+  while (!done && !stop) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    struct pollfd fds[2] = {{done_fd, POLLIN, 0}, {signal_fd, POLLIN, 0}};
+    int n = ::poll(fds, signal_fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR) break;
+    if (fds[0].revents & POLLIN) done = true;
+    if (signal_fd >= 0 && (fds[1].revents & POLLIN)) {
+      struct signalfd_siginfo si;
+      while (::read(signal_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        const int signo = static_cast<int>(si.ssi_signo);
+        if (signo == SIGINT || signo == SIGTERM || signo == SIGHUP || signo == SIGQUIT) stop = true;
+      }
+    }
+  }
+  if (done) {
+    worker.join();
+    ::close(done_fd);
+    g_server = nullptr;
+    return true;
+  }
+  // Abandoned: PMIx's threads keep running, so its state (and done_fd) must stay valid
+  // until the process ends; the caller exits without running PMIx's teardown.
+  worker.detach();
   g_server = nullptr;
+  g_abandoned = true;
+  return false;
 }
 
 void PmixServer::register_job(const PmixJob& job, uid_t uid, gid_t gid) {

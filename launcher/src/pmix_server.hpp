@@ -1,11 +1,13 @@
 // The OpenPMIx server that a node runner hosts for its local ranks. PMIx calls our hooks
-// on its own progress thread; the hooks here only queue work (see NodeRunner), and the
-// completions may be called from any thread (PMIx thread-shifts them).
+// on its own progress thread; the hooks here only queue work (see NodeRunner). The abort
+// completion is awaited on PMIx's thread (bounded); fence completions of a multi-host job
+// come from the control link's thread.
 // PMIx is process-global: one PmixServer per process.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,7 +24,7 @@ struct PmixJob {
   std::vector<std::string> node_hosts;       // every node of the job, in node order
   std::vector<std::vector<int>> node_ranks;  // global ranks per node
   int this_node = 0;
-  std::string tmpdir;  // job's top tmp dir (PMIX_TMPDIR)
+  std::string tmpdir;                // job's top tmp dir (PMIX_TMPDIR)
   std::vector<std::string> cpusets;  // per local rank: PMIX_CPUSET "15-19" ("" = unbound)
 };
 
@@ -37,6 +39,10 @@ struct PmixHooks {
   std::function<void(int rank)> connected;
   std::function<void(int rank)> finalized;
 };
+
+/// True once a PmixServer::finalize gave up: the process must leave with _exit (exit()
+/// would run teardown code while PMIx's threads are still inside the library).
+bool finalize_abandoned();
 
 class PmixServer {
  public:
@@ -55,11 +61,18 @@ class PmixServer {
   std::vector<EnvVar> client_env(int rank);
 
   const PmixHooks& hooks() const { return hooks_; }
+
+  /// PMIx_server_finalize with a bound: returns false, leaving PMIx running, when it has not
+  /// returned within `limit` or when SIGINT/SIGTERM/SIGHUP/SIGQUIT arrives on `signal_fd`
+  /// (a signalfd, or -1). After false the object must be leaked and the process must end
+  /// soon with _exit (see finalize_abandoned()). The destructor finalizes with a 5 s bound.
+  bool finalize(std::chrono::milliseconds limit, int signal_fd);
   const PmixJob& job() const { return job_; }
 
  private:
   PmixHooks hooks_;
   PmixJob job_;
+  bool finalized_ = false;
 };
 
 }  // namespace spark::launch

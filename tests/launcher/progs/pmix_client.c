@@ -4,6 +4,7 @@
  *   pmix_client exit N [RANK]    exit N on rank RANK (default 1); others sleep
  *   pmix_client kill9 [RANK]     RANK raises SIGKILL; others sleep
  *   pmix_client abort S MSG [RANK]  RANK calls PMIx_Abort(S, MSG); others sleep
+ *   pmix_client abort-in-fence S RANK  RANK calls PMIx_Abort(S); others wait in PMIx_Fence
  *   pmix_client sleep SECONDS    every rank sleeps (for --timeout and SIGKILL tests)
  *   pmix_client spawn-sleep SECONDS  fork a child that sleeps, then sleep too
  * Extra trailing arguments are ignored (tests put a job-unique marker there). */
@@ -126,6 +127,16 @@ int main(int argc, char **argv) {
       PMIx_Abort(atoi(argv[2]), argv[3], NULL, 0);
       return 99; /* not reached when the launcher kills us */
     }
+    idle(60);
+  } else if (strcmp(mode, "abort-in-fence") == 0 && argc > 3) {
+    if (me.rank == (unsigned)atoi(argv[3])) {
+      PMIx_Abort(atoi(argv[2]), "abort while the others wait in a fence", NULL, 0);
+      return 99; /* not reached when the launcher kills us */
+    }
+    pmix_proc_t all;
+    PMIX_PROC_CONSTRUCT(&all);
+    PMIX_LOAD_PROCID(&all, me.nspace, PMIX_RANK_WILDCARD);
+    PMIx_Fence(&all, 1, NULL, 0); /* never completes: the aborting rank does not join */
     idle(60);
   } else if (strcmp(mode, "child-sleep") == 0 && argc > 2) {
     idle(atoi(argv[2])); /* a rank's child: sleeps without PMIx */

@@ -45,6 +45,11 @@ constexpr Knob kKnobs[] = {
      "Address the tcp transport listens on and publishes. Unset: the address of the interface "
      "that reaches the rendezvous or the node's primary address.",
      KnobType::string, KnobOrigin::user, 0, 0, {}},
+    {"SPARK_DATA_NET", "subnet list", "",
+     "Comma-separated IPv4 subnets (a.b.c.d/prefix) whose interfaces are data lanes for the "
+     "fabric map (docs/fabric.md); keeps a control-only interface out. Unset: every up, "
+     "non-loopback IPv4 interface.",
+     KnobType::string, KnobOrigin::user, 0, 0, {}},
     {"SPARK_SPIN_US", "microseconds", "50",
      "How long a wait spins before it blocks (epoll/futex). Busy-polling starves other ranks on "
      "small machines; 0 blocks at once.",

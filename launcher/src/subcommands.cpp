@@ -3,6 +3,9 @@
 #include <array>
 
 #include "doctor.hpp"
+#ifdef SPARK_LAUNCH_HAVE_FABRIC
+#include "fabric_command.hpp"
+#endif
 #ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
 #include "topo_command.hpp"
 #endif
@@ -14,6 +17,9 @@ namespace spark::launch {
 namespace {
 constexpr Subcommand kSubcommands[] = {
     {"doctor", "check this host's RDMA devices, GIDs, MTU, locked memory, libraries", &doctor::doctor_main},
+#ifdef SPARK_LAUNCH_HAVE_FABRIC
+    {"fabric", "discover (and --write / check --fabric) the per-peer lane map of a host list", &fabric_main},
+#endif
 #ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
     {"topo", "show the machine (or --topology FILE) as sparkrun's binding sees it", &topo_main},
 #endif

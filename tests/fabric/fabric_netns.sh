@@ -7,7 +7,7 @@
 # its own 10.<S>.<k>.0/30 subnet, no bridge. Control: each namespace has an extra veth into a
 # bridge in the root namespace (10.<S>.200.0/24) where the launcher runs; SPARK_DATA_NET keeps
 # it out of the data lanes. Runs spark_fabric_discover under sparkrun, checks the map, writes
-# it, checks it matches, then pins a miscabled map and expects sparkrun to refuse (both shown).
+# it (`sparkrun fabric --write`), checks it matches, then pins a miscabled map and expects sparkrun to refuse (both shown).
 # Exit 77 (skip) without root/iproute2. Everything is removed on exit.
 set -u
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
@@ -71,10 +71,13 @@ for i in $(seq 0 $((n - 1))); do
     bridge link show dev "${pfx}c$i" | grep -q "state forwarding" && break; sleep 0.05
   done
 done
-sr=("$sparkrun" --launch-agent 'ip netns exec {host}' --control-net "10.$s.200.0/24"
+opts=(--launch-agent 'ip netns exec {host}' --control-net "10.$s.200.0/24"
     -n "$n" --host "$hosts" -x "SPARK_DATA_NET=10.$s.0.0/17" -x SPARKNET_ROCE_TIMEOUT_MS=20000)
+sr=("$sparkrun" "${opts[@]}")
+fr=("$sparkrun" fabric "${opts[@]}")  # `sparkrun fabric` runs $discover through sparkrun
+export SPARK_FABRIC_DISCOVER=$discover
 
-"${sr[@]}" "$discover" --write "$out/pin.json" >"$out/o" 2>"$out/e" || fail "discover rc $?"
+"${fr[@]}" --write "$out/pin.json" >"$out/o" 2>"$out/e" || fail "discover rc $?"
 for c in $cables; do
   a=${c%-*} b=${c#*-}
   expect "$pfx$a -> $pfx$b: direct to$b(" "$out/o"
@@ -97,7 +100,7 @@ expect "fabric map matches" "$out/o2"
 
 # A pinned map that disagrees with the cabling (0-1 cable moved to 0's "to9") is refused.
 sed "s/\"${pfx}0:to1\"/\"${pfx}0:to9\"/" "$out/pin.json" >"$out/bad.json"
-"${sr[@]}" "$discover" --fabric "$out/bad.json" >"$out/o3" 2>"$out/e3"
+"${fr[@]}" --fabric "$out/bad.json" >"$out/o3" 2>"$out/e3"
 rc=$?
 [ $rc -ne 0 ] || fail "miscabled pin accepted"
 expect "missing cable ${pfx}0:to9 <-> ${pfx}1:to0" "$out/e3"

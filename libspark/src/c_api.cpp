@@ -12,10 +12,15 @@
 #include <string>
 #include <utility>
 
+#include "spark/cuda.hpp"
 #include "spark/spark.hpp"
 
 struct spark_comm {
   spark::Communicator comm;
+};
+
+struct spark_device_comm {
+  spark::cuda::DeviceComm d;
 };
 
 namespace {
@@ -259,6 +264,57 @@ int spark_format_failure(const spark_failure_record* record, char* buf, size_t s
     fail(SPARK_ERR_INTERNAL, e.what());
     return -1;
   }
+}
+
+int spark_built_with_cuda(void) {
+  return spark::cuda::built_with_cuda() ? 1 : 0;
+}
+
+int spark_device_comm_create(spark_comm* comm, size_t max_bytes, spark_device_comm** out) {
+  return guarded([&] {
+    if (out == nullptr) throw spark::InvalidUsage("spark_device_comm_create: out is NULL");
+    *out = nullptr;
+    spark::Communicator& c = checked(comm, "spark_device_comm_create");
+    const std::size_t bytes = max_bytes == 0 ? std::size_t{1} << 20 : max_bytes;
+    *out = new spark_device_comm{spark::cuda::DeviceComm(c, bytes)};
+  });
+}
+
+int spark_device_comm_destroy(spark_device_comm* dev) {
+  delete dev;  // ~DeviceComm does not throw
+  return SPARK_OK;
+}
+
+int spark_allreduce_device(spark_device_comm* dev, const void* send, void* recv, size_t count,
+                           int dtype, int op, void* stream) {
+  return guarded([&] {
+    if (dev == nullptr) throw spark::InvalidUsage("spark_allreduce_device: dev is NULL");
+    dev->d.allreduce(send, recv, count, to_dtype(dtype, "spark_allreduce_device"),
+                     to_op(op, "spark_allreduce_device"), static_cast<spark::cuda::Stream>(stream));
+  });
+}
+
+int spark_device_failure(const spark_device_comm* dev, spark_failure_record* out) {
+  if (dev == nullptr || out == nullptr) {
+    fail(SPARK_ERR_INVALID, "spark_device_failure: dev or out is NULL");
+    return -1;
+  }
+  try {
+    const auto record = dev->d.failure();
+    if (!record) return 0;
+    to_c(*record, *out);
+    return 1;
+  } catch (const std::exception& e) {
+    fail(SPARK_ERR_INTERNAL, e.what());
+    return -1;
+  }
+}
+
+int spark_device_set_timeout_ms(spark_device_comm* dev, uint32_t ms) {
+  return guarded([&] {
+    if (dev == nullptr) throw spark::InvalidUsage("spark_device_set_timeout_ms: dev is NULL");
+    dev->d.set_timeout_ms(ms);
+  });
 }
 
 const char* spark_last_error(void) {

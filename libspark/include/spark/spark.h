@@ -112,6 +112,26 @@ int spark_check_health(const spark_comm* comm);
  * returns the report's full length, like snprintf, or -1 on bad arguments. */
 int spark_format_failure(const spark_failure_record* record, char* buf, size_t size);
 
+/* --- Collectives on GPU buffers (spark/cuda.hpp, docs/kernels.md) ---------------------
+ * Without CUDA (spark_built_with_cuda() == 0) every call below except destroy fails with
+ * SPARK_ERR_INVALID and "device pointer passed but libspark was built without CUDA: ..." in
+ * spark_last_error(); without a usable GPU create fails with "no CUDA device (...)". */
+typedef struct spark_device_comm spark_device_comm;
+/* 1 when this libspark was built with CUDA, else 0. */
+int spark_built_with_cuda(void);
+/* max_bytes: the largest device allreduce in bytes (0 = 1 MiB). comm must outlive *out. */
+int spark_device_comm_create(spark_comm* comm, size_t max_bytes, spark_device_comm** out);
+/* NULL is ignored. */
+int spark_device_comm_destroy(spark_device_comm* dev);
+/* send/recv: device pointers (recv may equal send); stream: a cudaStream_t (NULL = legacy
+ * default stream). Enqueues and returns at once; the result is ready when the stream is. */
+int spark_allreduce_device(spark_device_comm* dev, const void* send, void* recv, size_t count,
+                           int dtype, int op, void* stream);
+/* Like spark_failure(): 1 and *out filled after a failure, 0 when healthy, -1 on bad args. */
+int spark_device_failure(const spark_device_comm* dev, spark_failure_record* out);
+/* Like spark_set_timeout_ms(); also read by kernels already captured in a graph. */
+int spark_device_set_timeout_ms(spark_device_comm* dev, uint32_t ms);
+
 /* Message of the last failed call in this thread ("" when none); valid until the next call
  * that fails in this thread. */
 const char* spark_last_error(void);

@@ -1,8 +1,13 @@
 #include "fabric_command.hpp"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -76,6 +81,43 @@ int fabric_main(int argc, char** argv) {
   ::execv("/proc/self/exe", cargs.data());
   std::cerr << "sparkrun fabric: cannot re-run sparkrun: " << std::strerror(errno) << "\n";
   return 127;
+}
+
+int check_pinned_fabric(const std::vector<std::string>& args, std::size_t command_size,
+                        const std::string& file) {
+  std::vector<std::string> sub{"sparkrun", "fabric", "--fabric", file};
+  const std::size_t launch_end = args.size() - std::min(command_size, args.size());
+  for (std::size_t i = 0; i < launch_end; ++i) {
+    if (args[i] == "--fabric") {
+      ++i;  // and its FILE
+      continue;
+    }
+    if (args[i].rfind("--fabric=", 0) == 0) continue;
+    sub.push_back(args[i]);
+  }
+  std::vector<char*> cargs;
+  for (auto& s : sub) cargs.push_back(s.data());
+  cargs.push_back(nullptr);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    std::cerr << "sparkrun: cannot check the fabric map: fork: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  if (pid == 0) {
+    sigset_t none;  // sparkrun blocks its signals for a signalfd; the check must not inherit that
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv("/proc/self/exe", cargs.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  std::cerr << "sparkrun: refusing to start: the fabric map does not match " << file
+            << " (or could not be discovered; see above)\n";
+  return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 1;
 }
 
 }  // namespace spark::launch

@@ -31,6 +31,9 @@
 #include "slurm_plan.hpp"
 #include "spawn.hpp"
 #include "subcommands.hpp"
+#ifdef SPARK_LAUNCH_HAVE_FABRIC
+#include "fabric_command.hpp"
+#endif
 #include "trace_merge.hpp"
 #include "usage_error.hpp"
 #ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
@@ -216,6 +219,12 @@ int sparkrun_main(int argc, char** argv) {
       case Action::kRun:
         break;
     }
+#ifdef SPARK_LAUNCH_HAVE_FABRIC
+    if (!r.options.fabric_file.empty()) {
+      if (int rc = check_pinned_fabric(args, r.options.command.size(), r.options.fabric_file))
+        return rc;
+    }
+#endif
     return launch(r.options);
   } catch (const UsageError& e) {
     return usage_error(e.what());

@@ -97,6 +97,9 @@ struct Cli {
     app.add_option("--control-net", o.control_net,
                    "Interface or IPv4 CIDR for the launcher-daemon control plane (default: the "
                    "route to each host)");
+    app.add_option("--fabric", o.fabric_file,
+                   "Pinned fabric map (JSON from `sparkrun fabric --write FILE`): discover the "
+                   "map first and refuse to start when it differs, printing both");
     // Binding: the plan is made by the topology part (spark::topo).
     app.add_option("--bind-to", o.bind_to,
                    "Bind each rank: fast|core|l3|none (default fast: fastest cores, best L3 first)");

@@ -22,6 +22,7 @@ struct Options {
   bool verbose = false;                  // --verbose: launch timings on stderr
   std::string launch_agent;              // --launch-agent CMD ({host}); empty: ssh (multi-host)
   std::string control_net;               // --control-net IFACE|CIDR (multi-host control plane)
+  std::string fabric_file;               // --fabric FILE: pinned fabric map, checked before start
 
   // Binding (filled in by the topology part; the launcher passes them on untouched).
   std::string bind_to;                   // --bind-to

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -93,24 +94,32 @@ int run(int argc, char** argv) {
   boot->commit();
   boot->fence(timeout);
 
-  std::vector<std::vector<Lane>> lanes(static_cast<std::size_t>(size));
-  std::vector<std::vector<int>> port_of(static_cast<std::size_t>(size));
-  std::vector<std::string> hosts(static_cast<std::size_t>(size));
+  // One node per distinct host (first rank on it): jobs with several ranks per host work too.
+  std::vector<std::vector<Lane>> lanes;
+  std::vector<std::vector<int>> port_of;
+  std::vector<std::string> hosts;
+  std::vector<int> node_rank;  // the rank that speaks for each node
+  int me = -1;                 // this rank's node index when it speaks for it
   for (int r = 0; r < size; ++r) {
-    auto ur = static_cast<std::size_t>(r);
-    lanes[ur] = decode_lanes(to_string(boot->get(r, "spark.fabric.lanes")));
-    hosts[ur] = to_string(boot->get(r, "spark.fabric.host"));
+    auto host = to_string(boot->get(r, "spark.fabric.host"));
+    if (std::find(hosts.begin(), hosts.end(), host) != hosts.end()) continue;
+    if (r == rank) me = static_cast<int>(hosts.size());
+    hosts.push_back(host);
+    node_rank.push_back(r);
+    lanes.push_back(decode_lanes(to_string(boot->get(r, "spark.fabric.lanes"))));
+    port_of.emplace_back();
     auto p = to_string(boot->get(r, "spark.fabric.ports"));
     for (std::size_t s = 0; !p.empty();) {
       auto c = p.find(',', s);
-      port_of[ur].push_back(std::stoi(p.substr(s, c == p.npos ? p.npos : c - s)));
+      port_of.back().push_back(std::stoi(p.substr(s, c == p.npos ? p.npos : c - s)));
       if (c == p.npos) break;
       s = c + 1;
     }
   }
+  const int nodes = static_cast<int>(hosts.size());
   // Probe every same-subnet pair toward higher ranks; publish the ones that connected.
   std::string ok;
-  for (int b = rank + 1; b < size; ++b)
+  for (int b = me < 0 ? nodes : me + 1; b < nodes; ++b)
     for (std::size_t i = 0; i < mine.size(); ++i)
       for (std::size_t j = 0; j < lanes[static_cast<std::size_t>(b)].size(); ++j) {
         const auto& lb = lanes[static_cast<std::size_t>(b)][j];
@@ -123,8 +132,8 @@ int run(int argc, char** argv) {
   boot->commit();
   boot->fence(timeout);
   std::set<std::tuple<int, int, int, int>> works;
-  for (int a = 0; a < size; ++a) {
-    auto s = to_string(boot->get(a, "spark.fabric.probe"));
+  for (int a = 0; a < nodes; ++a) {
+    auto s = to_string(boot->get(node_rank[static_cast<std::size_t>(a)], "spark.fabric.probe"));
     for (std::size_t p = 0; p < s.size();) {
       int b = 0, i = 0, j = 0;
       if (std::sscanf(s.c_str() + p, "%d:%d:%d;", &b, &i, &j) != 3) break;
@@ -137,7 +146,7 @@ int run(int argc, char** argv) {
   });
   auto found = from_map(hosts, lanes, map);
   if (rank == 0) {
-    std::cout << "fabric map (" << size << " nodes, "
+    std::cout << "fabric map (" << nodes << " nodes, "
               << (map.fully_connected() ? "every pair cabled: direct" : "relay needed") << "):\n"
               << map.describe(hosts, lanes) << std::flush;
     if (!write_path.empty()) {

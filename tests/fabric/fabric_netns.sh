@@ -1,7 +1,7 @@
 #!/bin/bash
 # Switchless fabrics on network namespaces (docs/fabric.md).
 #
-#   fabric_netns.sh SHAPE SPARKRUN DISCOVER     SHAPE: triangle | ring
+#   fabric_netns.sh SHAPE SPARKRUN DISCOVER [EXAMPLES_DIR]    SHAPE: triangle | ring
 #
 # N namespaces (3 for the triangle, 4 for the ring). Data: one veth pair per cable, each cable
 # its own 10.<S>.<k>.0/30 subnet, no bridge. Control: each namespace has an extra veth into a
@@ -13,7 +13,7 @@ set -u
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
   echo "SKIP: network namespaces need root and iproute2"; exit 77
 fi
-shape=$1 sparkrun=$2 discover=$3
+shape=$1 sparkrun=$2 discover=$3 examples=${4:-}
 case $shape in triangle) n=3; cables="0-1 1-2 2-0" ;; ring) n=4; cables="0-1 1-2 2-3 3-0" ;;
   *) echo "bad shape $shape"; exit 2 ;; esac
 pfx="fb$$"
@@ -115,4 +115,19 @@ expect "refusing to start" "$out/e3"
 grep -q jobran "$out/o5" && fail "a rank ran despite the refusal"
 expect "refusing to start: the fabric map does not match" "$out/e5"
 expect "missing cable ${pfx}0:to9" "$out/e5"
+# Triangle: collectives over per-peer lanes (each peer through its own cable), checked results.
+if [ "$shape" = triangle ] && [ -x "$examples/allreduce_perf" ]; then
+  rx() { ip -n "$pfx$1" -s -j link show "$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["rx"]["bytes"])'; }
+  before=$(( $(rx 0 to1) + $(rx 0 to2) + $(rx 1 to2) ))
+  for coll in allreduce allgather broadcast; do
+    "${sr[@]}" -x SPARK_TRANSPORT=tcp "$examples/allreduce_perf" -t $coll -b 8 -e 1M -f 32 -n 3 -w 1 -c 1 \
+      >"$out/c_$coll" 2>&1 || fail "$coll over the triangle: rc $?"
+  done
+  after=$(( $(rx 0 to1) + $(rx 0 to2) + $(rx 1 to2) ))
+  # Every pair's traffic crossed its own cable (MiB-sized messages on each of the 3 links).
+  for l in "0 to1" "0 to2" "1 to2"; do
+    [ "$(rx $l)" -gt 1000000 ] || fail "link $l carried no collective traffic"
+  done
+  echo "triangle collectives: $(( (after - before) / 1000000 )) MB over the three cables"
+fi
 cat "$out/o" "$out/e3"; echo "PASS $shape"

@@ -15,6 +15,7 @@ CommOptions CommOptions::from_config(const config::Config& config) {
   o.transport = config.transport();
   o.tcp_lanes = config.tcp_lanes();
   o.tcp_addr = config.tcp_addr();
+  o.data_net = config.value("SPARK_DATA_NET").value_or("");
   o.job_id = config.job_id().value_or("");
   o.trace_path = config.trace_path();
   o.report_failures = config.abort_on_failure();  // SPARK_ON_FAILURE=abort|raise

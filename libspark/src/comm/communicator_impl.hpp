@@ -30,6 +30,7 @@ struct CommOptions {
   config::Transport transport = config::Transport::auto_select;
   int tcp_lanes = 2;
   std::optional<std::string> tcp_addr;
+  std::string data_net;  ///< SPARK_DATA_NET: interfaces that are data lanes (docs/fabric.md)
   std::string job_id;             ///< names shm segments ("" = none given)
   /// Fail-stop policy: report a failure to the launcher via Bootstrap::abort (the group is
   /// then stopped). Tests of the library alone turn it off.

@@ -96,6 +96,7 @@ void CommunicatorImpl::wire_up() {
     o.slots = options_.slots;
     o.slot_bytes = options_.tcp_slot_bytes;
     o.addr = options_.tcp_addr;
+    o.data_net = options_.data_net;
     auto t = std::make_unique<transport::TcpTransport>(rank_, size_, tcp_peers, o);
     tcp = t.get();
     boot_->put("spark.tcp", bootstrap::as_bytes(tcp->endpoint()));

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "fabric/local_lanes.hpp"
 #include "spark/error.hpp"
 
 namespace spark::transport {
@@ -119,7 +120,12 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<int> peers, TcpOption
   socklen_t len = sizeof sa;
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len);
   port_ = ntohs(sa.sin_port);
-  if (!opt_.addr) {
+  if (!opt_.addr && !opt_.data_net.empty()) {
+    // Data lanes only (docs/fabric.md): control-only interfaces are never published.
+    data_lanes_ = fabric::local_lanes(fabric::parse_nets(opt_.data_net, "SPARK_DATA_NET"));
+    for (const auto& l : data_lanes_) addrs_.push_back(fabric::format_ipv4(l.ipv4));
+    addrs_.emplace_back("127.0.0.1");
+  } else if (!opt_.addr) {
     ifaddrs* ifs = nullptr;
     if (::getifaddrs(&ifs) == 0) {
       for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
@@ -189,6 +195,20 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
       auto comma = std::min(ep.find(',', pos), semi);
       ips.push_back(ep.substr(pos, comma - pos));
       pos = comma + 1;
+    }
+    if (!data_lanes_.empty()) {
+      // The peer's address on a subnet of one of our lanes goes first: its direct cable.
+      std::stable_partition(ips.begin(), ips.end(), [&](const std::string& ip) {
+        try {
+          fabric::Lane peer{"", 0, fabric::parse_ipv4(ip, "peer address"), 32};
+          for (const auto& l : data_lanes_) {
+            peer.prefix = l.prefix;
+            if (fabric::same_subnet(l, peer)) return true;
+          }
+        } catch (const ConfigError&) {
+        }
+        return false;
+      });
     }
     if (same_node[static_cast<std::size_t>(q)]) {
       auto it = std::find(ips.begin(), ips.end(), "127.0.0.1");

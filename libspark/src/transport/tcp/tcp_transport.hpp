@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric/fabric_map.hpp"
 #include "transport/transport.hpp"
 
 namespace spark::transport {
@@ -21,6 +22,9 @@ struct TcpOptions {
   std::size_t slots = 8;
   std::size_t slot_bytes = 256 * 1024;
   std::optional<std::string> addr;  ///< SPARK_TCP_ADDR: listen on / publish this IPv4 only
+  /// SPARK_DATA_NET: publish only interfaces in these subnets, and connect to each peer first
+  /// through the address that shares a subnet with one of ours (its cable: per-peer lanes).
+  std::string data_net;
 };
 
 class TcpTransport final : public Transport {
@@ -91,6 +95,7 @@ class TcpTransport final : public Transport {
   int listen_fd_ = -1;
   int port_ = 0;
   std::vector<std::string> addrs_;
+  std::vector<fabric::Lane> data_lanes_;  ///< SPARK_DATA_NET lanes (empty: not set)
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank
   std::vector<Conn*> all_;
 };

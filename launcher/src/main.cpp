@@ -104,10 +104,10 @@ int launch(const Options& o) {
   }
   JobPlan plan = make_job_plan(in);
 
+#ifndef SPARK_LAUNCH_HAVE_TOPOLOGY
   const bool binding_options_given = !o.bind_to.empty() ||
                                      (!o.map_by.empty() && o.map_by != "node") ||
                                      o.report_bindings || !o.topology.empty();
-#ifndef SPARK_LAUNCH_HAVE_TOPOLOGY
   if (binding_options_given) {
     throw UsageError(
         "--bind-to/--map-by/--report-bindings/--topology are not available in this build yet");
@@ -118,10 +118,8 @@ int launch(const Options& o) {
   bool remote = false;
   for (const auto& n : plan.nodes) remote = remote || !n.local;
   if (remote) {
-    if (binding_options_given) {  // node daemons do not bind yet (docs/binding.md)
-      throw UsageError(
-          "--bind-to/--map-by/--report-bindings/--topology are not available with "
-          "remote hosts yet");
+    if (!o.topology.empty()) {  // each daemon plans for its live machine (docs/binding.md)
+      throw UsageError("--topology plans for one machine: not available with remote hosts");
     }
     MultiHostSpec m;
     const auto env = current_environment();
@@ -137,6 +135,9 @@ int launch(const Options& o) {
     m.verbose = o.verbose;
     m.launch_agent = o.launch_agent;
     m.control_net = o.control_net;
+    m.bind_to = o.bind_to;
+    m.map_by = o.map_by;
+    m.report_bindings = o.report_bindings;
     const auto trace =
         TraceJob::begin(m.exports);  // SPARK_TRACE: merge the ranks' files at the end
     const int rc = run_multihost(m);

@@ -346,6 +346,9 @@ void Coordinator::on_authenticated(std::uint32_t i) {
   p.kill_grace_ms = static_cast<std::uint32_t>(spec_.kill_grace_s * 1000);
   p.heartbeat_ms = static_cast<std::uint32_t>(kHeartbeat.count());
   p.link_timeout_ms = static_cast<std::uint32_t>(kLinkTimeout.count());
+  p.bind_to = spec_.bind_to;
+  p.map_by = spec_.map_by;
+  p.report_bindings = spec_.report_bindings;
   server_->send(i, ctl::MsgType::kPlan, ctl::encode(p));
   if (authenticated_ == nodes_.size()) {
     connect_timer_.cancel();

@@ -26,6 +26,10 @@ struct MultiHostSpec {
   bool verbose = false;
   std::string launch_agent;  // empty: kDefaultLaunchAgent
   std::string control_net;   // empty: route to each host
+  // Binding, planned by each node's daemon for its own machine (docs/binding.md).
+  std::string bind_to;
+  std::string map_by;
+  bool report_bindings = false;
 };
 
 /// Runs the job across the hosts; returns sparkrun's exit code.

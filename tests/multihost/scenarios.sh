@@ -48,6 +48,18 @@ hello)
   expect "hello rank 2 size 4 spark_host $MH_NS3 pmix_host $MH_NS3 local_peers 2 local_size 1" "$out/o"
   [ "$(grep -c '^hello' "$out/o")" = 4 ] || fail "expected 4 hello lines"
   ;;
+bind)
+  # Binding on daemons: each node binds its own ranks with its own topology and reports it.
+  run -n 4 --host "$MH_NS1:2,$MH_NS2:2" --bind-to core --report-bindings "$rank" hello \
+    >"$out/o" 2>"$out/e" || fail "rc $?"
+  [ "$(grep -c '^hello' "$out/o")" = 4 ] || fail "expected 4 hello lines"
+  expect "sparkrun: $MH_NS1 *0 *0 " "$out/e"  # host, rank, core: each node reports its own
+  expect "sparkrun: $MH_NS2 *3 *1 " "$out/e"
+  grep -q "not available with remote hosts" "$out/e" && fail "binding refused"
+  # --topology plans for one machine only: refused with remote hosts, nothing started.
+  run -n 2 --host "$MH_HOSTS" --topology /nonexistent.xml "$rank" hello >"$out/o" 2>"$out/e"
+  [ $? = 2 ] || fail "--topology with remote hosts should exit 2"
+  ;;
 modex)
   # Cross-node fence with data: every rank reads every other rank's key.
   run -n 6 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3:2" "$rank" modex >"$out/o" 2>"$out/e" || fail "rc $?"

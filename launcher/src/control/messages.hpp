@@ -39,6 +39,10 @@ struct PlanMsg {
   std::uint32_t kill_grace_ms = 2000;
   std::uint32_t heartbeat_ms = 1000;
   std::uint32_t link_timeout_ms = 10000;  // silence after which the link counts as lost
+  // Binding (docs/binding.md): each daemon plans for its own machine.
+  std::string bind_to;  // "" = the default
+  std::string map_by;   // "" = slot
+  bool report_bindings = false;
 };
 
 struct Fence {

@@ -123,6 +123,10 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<int> peers, TcpOption
   if (!opt_.addr && !opt_.data_net.empty()) {
     // Data lanes only (docs/fabric.md): control-only interfaces are never published.
     data_lanes_ = fabric::local_lanes(fabric::parse_nets(opt_.data_net, "SPARK_DATA_NET"));
+    if (data_lanes_.empty())
+      throw ConfigError("SPARK_DATA_NET='" + opt_.data_net +
+                        "' selects no up IPv4 interface on this node; list the data subnets "
+                        "(see `ip -4 addr`) or unset it");
     for (const auto& l : data_lanes_) addrs_.push_back(fabric::format_ipv4(l.ipv4));
     addrs_.emplace_back("127.0.0.1");
   } else if (!opt_.addr) {

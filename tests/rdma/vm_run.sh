@@ -104,6 +104,12 @@ copy_with_libs() {  # $1 file, $2 destination path inside root
     [[ -e "$root$lib" ]] && continue
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"
+    # Libraries from the build tree (libspark.so) may live under /tmp, which the VM's init
+    # covers with a tmpfs: also put them where ld.so always looks.
+    case "$lib" in
+      /lib/* | /usr/lib/* | /lib64/*) ;;
+      *) mkdir -p "$root/lib/x86_64-linux-gnu" && cp -L "$lib" "$root/lib/x86_64-linux-gnu/$(basename "$lib")" ;;
+    esac
   done
 }
 copy_with_libs "$busybox_bin" /bin/busybox  # busybox-static: no libraries

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# install_test.sh BUILD_DIR APP_SOURCE WORK_DIR
+set -euo pipefail
+build=$1 app=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+prefix=$work/prefix
+cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+test -x "$prefix/bin/sparkrun" || { echo "FAIL: sparkrun not installed"; exit 1; }
+test -f "$prefix/include/spark/spark.hpp" || { echo "FAIL: headers not installed"; exit 1; }
+
+# 1. CMake package: find_package(sparkrun) gives spark::spark.
+cmake -S "$app" -B "$work/app-build" -DCMAKE_PREFIX_PATH="$prefix" >"$work/app-configure.log"
+cmake --build "$work/app-build" >"$work/app-build.log"
+out=$("$work/app-build/tiny_app")
+echo "$out"
+[[ "$out" == "tiny_app: rank 0 of 1 sum 1" ]] || { echo "FAIL: singleton run printed '$out'"; exit 1; }
+out=$("$prefix/bin/sparkrun" -n 2 "$work/app-build/tiny_app" | sort)
+echo "$out"
+[[ "$out" == $'tiny_app: rank 0 of 2 sum 3\ntiny_app: rank 1 of 2 sum 3' ]] ||
+  { echo "FAIL: 2-rank run under the installed sparkrun printed '$out'"; exit 1; }
+
+# 2. pkg-config: `spark`.
+PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name spark.pc | head -1)")
+export PKG_CONFIG_PATH
+# shellcheck disable=SC2046
+c++ -std=c++20 "$app/main.cpp" -o "$work/tiny_app_pc" $(pkg-config --define-variable=prefix="$prefix" --cflags --libs spark)
+out=$("$work/tiny_app_pc")
+[[ "$out" == "tiny_app: rank 0 of 1 sum 1" ]] || { echo "FAIL: pkg-config build printed '$out'"; exit 1; }
+echo "install test: PASS"

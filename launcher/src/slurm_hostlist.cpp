@@ -215,19 +215,4 @@ std::vector<int> expand_counts(std::string_view text, std::string_view what) {
   return counts;
 }
 
-std::string format_cpu_list(std::vector<int> cpus) {
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-  std::string out;
-  for (std::size_t i = 0; i < cpus.size();) {
-    std::size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(cpus[i]);
-    if (j > i) out += '-' + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 }  // namespace spark::launch::slurm

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "spark/error.hpp"
+#include "spark/topo/cpulist.hpp"
 
 namespace spark::launch::slurm {
 
@@ -37,7 +38,7 @@ std::vector<std::string> expand_hostlist(std::string_view text,
 /// by commas: "2(x3),1" -> {2, 2, 2, 1}. Counts may be 0 (a node without tasks).
 std::vector<int> expand_counts(std::string_view text, std::string_view what = "count list");
 
-/// Formats cpu numbers (any order, duplicates ignored) as a Linux cpu list: {0,1,2,5} -> "0-2,5".
-std::string format_cpu_list(std::vector<int> cpus);
+/// Cpu lists are formatted by the topology part ({0,1,2,5} -> "0-2,5").
+using spark::topo::format_cpu_list;
 
 }  // namespace spark::launch::slurm

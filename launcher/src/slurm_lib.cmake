@@ -1,5 +1,5 @@
 # spark_slurm: reading a SLURM allocation (host lists, tasks per node, allowed cpus).
-# Pure C++ with no SLURM library dependency. Included by launcher/CMakeLists.txt (the
+# Pure C++ with no SLURM library dependency (cpu lists come from spark_topology). Included by launcher/CMakeLists.txt (the
 # launcher links it) and, when the launcher does not define it, by tests/slurm/.
 if(NOT TARGET spark_slurm)
   add_library(spark_slurm STATIC
@@ -8,7 +8,7 @@ if(NOT TARGET spark_slurm)
   target_include_directories(spark_slurm PUBLIC
     ${CMAKE_CURRENT_LIST_DIR}
     ${PROJECT_SOURCE_DIR}/libspark/include)
-  target_link_libraries(spark_slurm PRIVATE spark_warnings)
+  target_link_libraries(spark_slurm PUBLIC spark_topology PRIVATE spark_warnings)
 endif()
 
 # spark_slurm_plan: the launcher's hook (allocation -> host list and -n default). Needs the

@@ -30,6 +30,7 @@
 #include "ompi_direct_launch.hpp"
 #include "orphan_guard.hpp"
 #include "spawn.hpp"
+#include "stderr_output.hpp"
 #ifdef SPARK_LAUNCH_HAVE_PMIX
 #include "local_topology.hpp"
 #include "pmix_server.hpp"
@@ -98,29 +99,6 @@ class TempDir {
   std::string path_;
 };
 
-void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        // Our own stdout was left non-blocking by someone else: wait until writable.
-        struct timespec ts {
-          0, 1000000
-        };
-        nanosleep(&ts, nullptr);
-        continue;
-      }
-      return;  // EPIPE etc.: nobody reads our output any more; drop it
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-void say(const std::string& line) {
-  write_all(STDERR_FILENO, "sparkrun: " + line + "\n");
-}
-
 // Epoll tags: kind in the high half, index in the low half.
 enum Kind : uint32_t { kSignal = 1, kWakeup, kTimeout, kGrace, kDrain, kOut, kErr };
 uint64_t tag(Kind k, uint32_t index = 0) {
@@ -167,11 +145,7 @@ class Runner {
 
  private:
   void trace(const std::string& what) {
-    if (!spec_.verbose) return;
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0_).count();
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%8.3f ms ", static_cast<double>(us) / 1000.0);
-    write_all(STDERR_FILENO, std::string("sparkrun: ") + buf + what + "\n");
+    if (spec_.verbose) say_elapsed(t0_, what);
   }
   void setup_loop();
   void add_fd(int fd, uint64_t t);

@@ -21,6 +21,7 @@
 #include "remote_address.hpp"
 #include "remote_agent.hpp"
 #include "spawn.hpp"
+#include "stderr_output.hpp"
 
 extern char** environ;
 
@@ -35,28 +36,6 @@ using namespace std::chrono_literals;
 constexpr auto kConnectTimeout = 60s;  // agent start + daemon connect (ssh can be slow)
 constexpr auto kHeartbeat = 1000ms;
 constexpr auto kLinkTimeout = 10000ms;
-
-void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        struct timespec ts {
-          0, 1000000
-        };
-        nanosleep(&ts, nullptr);
-        continue;
-      }
-      return;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-void say(const std::string& line) {
-  write_all(STDERR_FILENO, "sparkrun: " + line + "\n");
-}
 
 std::string self_exe() {
   char buf[4096];
@@ -117,11 +96,7 @@ class Coordinator {
 
  private:
   void trace(const std::string& what) {
-    if (!spec_.verbose) return;
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0_).count();
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%8.3f ms ", static_cast<double>(us) / 1000.0);
-    write_all(STDERR_FILENO, std::string("sparkrun: ") + buf + what + "\n");
+    if (spec_.verbose) say_elapsed(t0_, what);
   }
   void start_agent(std::uint32_t i, const std::string& secret_hex);
   void read_stream(std::uint32_t i, Stream& s);

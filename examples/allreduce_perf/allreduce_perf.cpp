@@ -27,26 +27,57 @@ std::size_t parse_size(const std::string& s) {
   const unsigned long long v = std::stoull(s, &pos);
   std::size_t mult = 1;
   const std::string suffix = s.substr(pos);
-  if (suffix.empty()) mult = 1;
-  else if (suffix == "K" || suffix == "k") mult = 1024;
-  else if (suffix == "M" || suffix == "m") mult = 1024 * 1024;
-  else if (suffix == "G" || suffix == "g") mult = 1024ull * 1024 * 1024;
-  else throw CLI::ValidationError("size", "'" + s + "': expected a number with optional K, M or G");
+  if (suffix.empty())
+    mult = 1;
+  else if (suffix == "K" || suffix == "k")
+    mult = 1024;
+  else if (suffix == "M" || suffix == "m")
+    mult = 1024 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    mult = 1024ull * 1024 * 1024;
+  else
+    throw CLI::ValidationError("size", "'" + s + "': expected a number with optional K, M or G");
   return static_cast<std::size_t>(v) * mult;
 }
 
 // Input value of rank r at element i: small integers, exact in every dtype.
-double input(int r, std::size_t i) { return static_cast<double>((static_cast<std::size_t>(r) + i) % 4 + 1); }
+double input(int r, std::size_t i) {
+  return static_cast<double>((static_cast<std::size_t>(r) + i) % 4 + 1);
+}
 
 void store(std::byte* p, DType dt, double v) {
   switch (dt) {
-    case DType::f32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
-    case DType::f64: std::memcpy(p, &v, 8); break;
-    case DType::f16: { auto x = spark::coll::float_to_f16(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-    case DType::bf16: { auto x = spark::coll::float_to_bf16(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-    case DType::i32: { auto x = static_cast<std::int32_t>(v); std::memcpy(p, &x, 4); break; }
-    case DType::i64: { auto x = static_cast<std::int64_t>(v); std::memcpy(p, &x, 8); break; }
-    case DType::u8: *p = static_cast<std::byte>(static_cast<std::uint8_t>(v)); break;
+    case DType::f32: {
+      float x = static_cast<float>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DType::f64:
+      std::memcpy(p, &v, 8);
+      break;
+    case DType::f16: {
+      auto x = spark::coll::float_to_f16(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case DType::bf16: {
+      auto x = spark::coll::float_to_bf16(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case DType::i32: {
+      auto x = static_cast<std::int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DType::i64: {
+      auto x = static_cast<std::int64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case DType::u8:
+      *p = static_cast<std::byte>(static_cast<std::uint8_t>(v));
+      break;
   }
 }
 
@@ -56,10 +87,11 @@ void fill(std::byte* p, DType dt, int rank, std::size_t first, std::size_t count
 }
 
 // Elements [first, first+count) of the rank-ordered fold, computed block by block.
-std::size_t count_wrong_reduced(const std::byte* got, DType dt, ReduceOp op, int n, std::size_t first,
-                                std::size_t count) {
+std::size_t count_wrong_reduced(const std::byte* got, DType dt, ReduceOp op, int n,
+                                std::size_t first, std::size_t count) {
   const std::size_t es = spark::dtype_size(dt), blk = 4096;
-  std::vector<std::vector<std::byte>> in(static_cast<std::size_t>(n), std::vector<std::byte>(blk * es));
+  std::vector<std::vector<std::byte>> in(static_cast<std::size_t>(n),
+                                         std::vector<std::byte>(blk * es));
   std::vector<const void*> ptr;
   for (auto& v : in) ptr.push_back(v.data());
   std::vector<std::byte> want(blk * es);
@@ -74,7 +106,8 @@ std::size_t count_wrong_reduced(const std::byte* got, DType dt, ReduceOp op, int
   return wrong;
 }
 
-std::size_t count_wrong_copy(const std::byte* got, DType dt, int rank, std::size_t first, std::size_t count) {
+std::size_t count_wrong_copy(const std::byte* got, DType dt, int rank, std::size_t first,
+                             std::size_t count) {
   const std::size_t es = spark::dtype_size(dt);
   std::vector<std::byte> want(es);
   std::size_t wrong = 0;
@@ -89,18 +122,29 @@ std::size_t count_wrong_copy(const std::byte* got, DType dt, int rank, std::size
 
 int main(int argc, char** argv) {
   CLI::App app{"allreduce_perf: libspark collective bandwidth and latency (nccl-tests style)"};
-  std::string minb = "8", maxb = "64M", dtype_name = "float", op_name = "sum", coll = "allreduce", algo = "auto";
+  std::string minb = "8", maxb = "64M", dtype_name = "float", op_name = "sum", coll = "allreduce",
+              algo = "auto";
   double factor = 2;
   int iters = 20, warmup = 5, check = 1, root = 0;
   bool csv = false;
-  app.add_option("-b,--minbytes", minb, "smallest size in bytes (K/M/G suffixes)")->capture_default_str();
+  app.add_option("-b,--minbytes", minb, "smallest size in bytes (K/M/G suffixes)")
+      ->capture_default_str();
   app.add_option("-e,--maxbytes", maxb, "largest size in bytes")->capture_default_str();
-  app.add_option("-f,--stepfactor", factor, "multiply the size by this factor")->capture_default_str()->check(CLI::Range(1.01, 1024.0));
-  app.add_option("-n,--iters", iters, "timed iterations per size")->capture_default_str()->check(CLI::Range(1, 1000000));
-  app.add_option("-w,--warmup_iters", warmup, "untimed warm-up iterations")->capture_default_str()->check(CLI::Range(0, 1000000));
-  app.add_option("-d,--datatype", dtype_name, "f32|float, f64, f16, bf16, i32, i64, u8")->capture_default_str();
+  app.add_option("-f,--stepfactor", factor, "multiply the size by this factor")
+      ->capture_default_str()
+      ->check(CLI::Range(1.01, 1024.0));
+  app.add_option("-n,--iters", iters, "timed iterations per size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("-w,--warmup_iters", warmup, "untimed warm-up iterations")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("-d,--datatype", dtype_name, "f32|float, f64, f16, bf16, i32, i64, u8")
+      ->capture_default_str();
   app.add_option("-o,--op", op_name, "sum, prod, min, max, avg")->capture_default_str();
-  app.add_option("-c,--check", check, "check results (1) or not (0)")->capture_default_str()->check(CLI::Range(0, 1));
+  app.add_option("-c,--check", check, "check results (1) or not (0)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1));
   app.add_option("-r,--root", root, "broadcast root")->capture_default_str();
   app.add_option("-t,--coll", coll, "allreduce, reduce_scatter, allgather, broadcast, alltoall")
       ->capture_default_str()
@@ -124,37 +168,48 @@ int main(int argc, char** argv) {
                                                  : spark::AllreduceAlgo::automatic);
     if (!piece.empty()) impl.set_piece_bytes(parse_size(piece));
     const int n = comm.size(), me = comm.rank();
-    if (root < 0 || root >= n) throw spark::InvalidUsage("-r/--root must be 0.." + std::to_string(n - 1));
+    if (root < 0 || root >= n)
+      throw spark::InvalidUsage("-r/--root must be 0.." + std::to_string(n - 1));
     const std::size_t es = spark::dtype_size(dt), un = static_cast<std::size_t>(n);
     const bool per_rank = coll == "reduce_scatter" || coll == "allgather" || coll == "alltoall";
     // Buffers allocated and touched once: first-touch page faults must not be timed.
     std::vector<std::byte> sendbuf(std::max(hi, es * un) + es * un), recvbuf(sendbuf.size());
-    const double bus = coll == "allreduce" ? 2.0 * (n - 1) / n : coll == "broadcast" ? 1.0 : double(n - 1) / n;
+    const double bus = coll == "allreduce"   ? 2.0 * (n - 1) / n
+                       : coll == "broadcast" ? 1.0
+                                             : double(n - 1) / n;
 
     if (me == 0) {
       if (csv)
-        std::printf("coll,ranks,transport,size,count,type,redop,root,time_us,algbw_GBps,busbw_GBps,wrong\n");
+        std::printf(
+            "coll,ranks,transport,size,count,type,redop,root,time_us,algbw_GBps,busbw_GBps,"
+            "wrong\n");
       else {
-        std::printf("# %s: %d ranks, transport %s, dtype %s, op %s, %d iterations, %d warm-up\n", coll.c_str(), n,
-                    impl.transport_summary().c_str(), std::string(spark::to_string(dt)).c_str(),
+        std::printf("# %s: %d ranks, transport %s, dtype %s, op %s, %d iterations, %d warm-up\n",
+                    coll.c_str(), n, impl.transport_summary().c_str(),
+                    std::string(spark::to_string(dt)).c_str(),
                     std::string(spark::to_string(op)).c_str(), iters, warmup);
-        std::printf("%12s %12s %6s %6s %5s %10s %8s %8s %7s\n", "size(B)", "count", "type", "redop", "root",
-                    "time(us)", "algbw", "busbw", "#wrong");
+        std::printf("%12s %12s %6s %6s %5s %10s %8s %8s %7s\n", "size(B)", "count", "type", "redop",
+                    "root", "time(us)", "algbw", "busbw", "#wrong");
       }
     }
     std::size_t total_wrong = 0;
-    for (double sz = static_cast<double>(std::max<std::size_t>(lo, es)); sz <= static_cast<double>(hi) * 1.0000001;
-         sz *= factor) {
+    for (double sz = static_cast<double>(std::max<std::size_t>(lo, es));
+         sz <= static_cast<double>(hi) * 1.0000001; sz *= factor) {
       std::size_t count = static_cast<std::size_t>(sz) / es;
       if (per_rank) count = std::max<std::size_t>(count / un, 1);
       const std::size_t total_elems = per_rank ? count * un : count;
       const std::size_t bytes = total_elems * es;
       auto run = [&] {
-        if (coll == "allreduce") impl.allreduce(sendbuf.data(), recvbuf.data(), count, dt, op);
-        else if (coll == "reduce_scatter") impl.reduce_scatter(sendbuf.data(), recvbuf.data(), count, dt, op);
-        else if (coll == "allgather") impl.allgather(sendbuf.data(), recvbuf.data(), count, dt);
-        else if (coll == "broadcast") impl.broadcast(recvbuf.data(), count, dt, root);
-        else impl.alltoall(sendbuf.data(), recvbuf.data(), count, dt);
+        if (coll == "allreduce")
+          impl.allreduce(sendbuf.data(), recvbuf.data(), count, dt, op);
+        else if (coll == "reduce_scatter")
+          impl.reduce_scatter(sendbuf.data(), recvbuf.data(), count, dt, op);
+        else if (coll == "allgather")
+          impl.allgather(sendbuf.data(), recvbuf.data(), count, dt);
+        else if (coll == "broadcast")
+          impl.broadcast(recvbuf.data(), count, dt, root);
+        else
+          impl.alltoall(sendbuf.data(), recvbuf.data(), count, dt);
       };
       // Inputs: element i of rank r's send buffer is input(r, i); broadcast sends recvbuf.
       fill(sendbuf.data(), dt, me, 0, coll == "allgather" ? count : total_elems);
@@ -162,14 +217,21 @@ int main(int argc, char** argv) {
       std::size_t wrong = 0;
       if (check != 0) {
         run();
-        if (coll == "allreduce") wrong = count_wrong_reduced(recvbuf.data(), dt, op, n, 0, count);
-        else if (coll == "reduce_scatter") wrong = count_wrong_reduced(recvbuf.data(), dt, op, n, static_cast<std::size_t>(me) * count, count);
+        if (coll == "allreduce")
+          wrong = count_wrong_reduced(recvbuf.data(), dt, op, n, 0, count);
+        else if (coll == "reduce_scatter")
+          wrong = count_wrong_reduced(recvbuf.data(), dt, op, n,
+                                      static_cast<std::size_t>(me) * count, count);
         else if (coll == "allgather") {
-          for (int r = 0; r < n; ++r) wrong += count_wrong_copy(recvbuf.data() + static_cast<std::size_t>(r) * count * es, dt, r, 0, count);
-        } else if (coll == "broadcast") wrong = count_wrong_copy(recvbuf.data(), dt, root, 0, count);
+          for (int r = 0; r < n; ++r)
+            wrong += count_wrong_copy(recvbuf.data() + static_cast<std::size_t>(r) * count * es, dt,
+                                      r, 0, count);
+        } else if (coll == "broadcast")
+          wrong = count_wrong_copy(recvbuf.data(), dt, root, 0, count);
         else {
           for (int r = 0; r < n; ++r)
-            wrong += count_wrong_copy(recvbuf.data() + static_cast<std::size_t>(r) * count * es, dt, r, static_cast<std::size_t>(me) * count, count);
+            wrong += count_wrong_copy(recvbuf.data() + static_cast<std::size_t>(r) * count * es, dt,
+                                      r, static_cast<std::size_t>(me) * count, count);
         }
         if (coll == "broadcast") fill(recvbuf.data(), dt, me, 0, count);
       }
@@ -177,7 +239,9 @@ int main(int argc, char** argv) {
       impl.barrier();
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < iters; ++i) run();
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+      double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+          iters;
       // Report the slowest rank's time and the sum of wrong elements over ranks.
       impl.allreduce(&us, &us, 1, DType::f64, ReduceOp::max);
       double w = static_cast<double>(wrong);
@@ -186,14 +250,18 @@ int main(int argc, char** argv) {
       const double algbw = static_cast<double>(bytes) / us / 1e3;  // GB/s
       if (me == 0) {
         const std::string root_s = coll == "broadcast" ? std::to_string(root) : "-1";
-        const std::string op_s = (coll == "allreduce" || coll == "reduce_scatter") ? std::string(spark::to_string(op)) : "none";
+        const std::string op_s = (coll == "allreduce" || coll == "reduce_scatter")
+                                     ? std::string(spark::to_string(op))
+                                     : "none";
         if (csv)
-          std::printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.2f,%.3f,%.3f,%.0f\n", coll.c_str(), n, impl.transport_summary().c_str(),
-                      bytes, per_rank ? count : total_elems, std::string(spark::to_string(dt)).c_str(), op_s.c_str(),
-                      root_s.c_str(), us, algbw, algbw * bus, w);
+          std::printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.2f,%.3f,%.3f,%.0f\n", coll.c_str(), n,
+                      impl.transport_summary().c_str(), bytes, per_rank ? count : total_elems,
+                      std::string(spark::to_string(dt)).c_str(), op_s.c_str(), root_s.c_str(), us,
+                      algbw, algbw * bus, w);
         else
-          std::printf("%12zu %12zu %6s %6s %5s %10.2f %8.3f %8.3f %7.0f\n", bytes, per_rank ? count : total_elems,
-                      std::string(spark::to_string(dt)).c_str(), op_s.c_str(), root_s.c_str(), us, algbw, algbw * bus, w);
+          std::printf("%12zu %12zu %6s %6s %5s %10.2f %8.3f %8.3f %7.0f\n", bytes,
+                      per_rank ? count : total_elems, std::string(spark::to_string(dt)).c_str(),
+                      op_s.c_str(), root_s.c_str(), us, algbw, algbw * bus, w);
         std::fflush(stdout);
       }
     }

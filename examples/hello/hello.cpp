@@ -22,8 +22,8 @@ int main() {
     const float expected = static_cast<float>(size) * static_cast<float>(size - 1) / 2.0f;
     for (float x : v) {
       if (x != expected) {
-        std::fprintf(stderr, "rank %d: allreduce gave %g, expected %g\n", rank, static_cast<double>(x),
-                     static_cast<double>(expected));
+        std::fprintf(stderr, "rank %d: allreduce gave %g, expected %g\n", rank,
+                     static_cast<double>(x), static_cast<double>(expected));
         return 1;
       }
     }

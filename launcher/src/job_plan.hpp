@@ -19,8 +19,8 @@ struct RankSlot {
 };
 
 struct NodePlan {
-  std::string host;        // the name given in the host list (SPARK_HOST, PMIX_HOSTNAME)
-  bool local = true;       // this machine
+  std::string host;   // the name given in the host list (SPARK_HOST, PMIX_HOSTNAME)
+  bool local = true;  // this machine
   int slots = 0;
   std::vector<int> ranks;  // global ranks, ascending
 };
@@ -36,9 +36,9 @@ struct PlanInput {
   std::optional<int> np;
   std::vector<HostSlots> hosts;  // empty: this machine only
   bool oversubscribe = false;
-  bool map_by_node = false;      // --map-by node: one rank per host in turn (default: fill slots)
-  int local_cpus = 1;            // cpus sparkrun may use here
-  std::string local_name;        // this machine's name when no host list is given
+  bool map_by_node = false;  // --map-by node: one rank per host in turn (default: fill slots)
+  int local_cpus = 1;        // cpus sparkrun may use here
+  std::string local_name;    // this machine's name when no host list is given
   std::function<bool(const std::string&)> is_local;  // host name -> this machine?
 };
 

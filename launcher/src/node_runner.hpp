@@ -32,21 +32,21 @@ struct NodeLink {
 struct NodeRunSpec {
   std::string job_id;
   JobPlan plan;
-  int node = 0;                           // index into plan.nodes: the node run here
-  std::string program_path;               // resolved
-  std::vector<std::string> argv;          // argv[0] as the user typed it
-  std::vector<std::string> base_env;      // environment to start from ("NAME=value")
-  std::vector<EnvVar> exports;            // -x, resolved
+  int node = 0;                       // index into plan.nodes: the node run here
+  std::string program_path;           // resolved
+  std::vector<std::string> argv;      // argv[0] as the user typed it
+  std::vector<std::string> base_env;  // environment to start from ("NAME=value")
+  std::vector<EnvVar> exports;        // -x, resolved
   OutputFormat format;
-  std::string output_dir;                 // empty: forward to our stdout/stderr
+  std::string output_dir;  // empty: forward to our stdout/stderr
   std::optional<double> timeout_s;
   double kill_grace_s = 2.0;
   bool verbose = false;
   // Binding, per local rank (empty or nullopt: unbound). Filled by the topology part.
   std::vector<std::optional<cpu_set_t>> cpusets;
-  std::vector<std::string> cpuset_text;   // SPARK_CPUSET per local rank ("15-19")
-  std::vector<std::string> lanes;         // SPARK_LANES per local rank
-  NodeLink link;                          // multi-host hooks (daemon mode)
+  std::vector<std::string> cpuset_text;  // SPARK_CPUSET per local rank ("15-19")
+  std::vector<std::string> lanes;        // SPARK_LANES per local rank
+  NodeLink link;                         // multi-host hooks (daemon mode)
 };
 
 /// Runs the node's ranks to completion; returns sparkrun's exit code (see exit_rules.hpp).

@@ -14,10 +14,10 @@ namespace {
 // Options that take a value as the next argument (needed to find where the program starts
 // when rewriting mpirun's single-dash "-np").
 constexpr std::array<std::string_view, 16> kValueOptions = {
-    "-n",         "-np",       "--np",         "-H",        "--host",
-    "--hostfile", "--machinefile", "-x",       "--output-dir", "--timeout",
-    "--kill-grace", "--bind-to", "--map-by",   "--topology",
-    "--launch-agent", "--control-net"};
+    "-n",           "-np",        "--np",           "-H",
+    "--host",       "--hostfile", "--machinefile",  "-x",
+    "--output-dir", "--timeout",  "--kill-grace",   "--bind-to",
+    "--map-by",     "--topology", "--launch-agent", "--control-net"};
 
 bool takes_value(std::string_view arg) {
   for (auto o : kValueOptions) {
@@ -62,15 +62,14 @@ struct Cli {
   Options o;
 
   Cli() {
-    app.set_help_flag();  // handled below so that --help works with any other input
+    app.set_help_flag();   // handled below so that --help works with any other input
     app.prefix_command();  // everything from the program on belongs to the program
     app.add_flag("-h,--help", help, "Print this help and exit");
     app.add_flag("--version", version, "Print the version and exit");
     app.add_flag("--print-config", print_config,
                  "Print every SPARK_/SPARKNET_ variable: name, value, source, doc");
     app.add_option("-n,--np", np_text, "Number of ranks (also -np; default: all slots)");
-    app.add_option("-H,--host", o.hosts,
-                   "Hosts: host[:slots][,host[:slots]...] (repeatable)")
+    app.add_option("-H,--host", o.hosts, "Hosts: host[:slots][,host[:slots]...] (repeatable)")
         ->allow_extra_args(false);
     app.add_option("--hostfile,--machinefile", o.hostfile,
                    "File with one 'host [slots=N]' per line (# comments)");
@@ -83,8 +82,7 @@ struct Cli {
                  "Prefix each output line with the time it was forwarded");
     app.add_option("--output-dir", o.output_dir,
                    "Write rank N's stdout/stderr to DIR/rank.N/stdout and stderr");
-    app.add_option("--timeout", timeout_text,
-                   "Stop the whole job after SECONDS and exit 124");
+    app.add_option("--timeout", timeout_text, "Stop the whole job after SECONDS and exit 124");
     app.add_option("--kill-grace", kill_grace_text,
                    "Seconds between SIGTERM and SIGKILL when stopping ranks (default 2)");
     app.add_flag("--oversubscribe", o.oversubscribe,
@@ -101,8 +99,9 @@ struct Cli {
                    "Pinned fabric map (JSON from `sparkrun fabric --write FILE`): discover the "
                    "map first and refuse to start when it differs, printing both");
     // Binding: the plan is made by the topology part (spark::topo).
-    app.add_option("--bind-to", o.bind_to,
-                   "Bind each rank: fast|core|l3|none (default fast: fastest cores, best L3 first)");
+    app.add_option(
+        "--bind-to", o.bind_to,
+        "Bind each rank: fast|core|l3|none (default fast: fastest cores, best L3 first)");
     app.add_option("--map-by", o.map_by,
                    "Place ranks: slot|core|l3 on a node (default slot); node: ranks over hosts");
     app.add_flag("--report-bindings", o.report_bindings,

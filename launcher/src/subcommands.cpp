@@ -16,9 +16,11 @@ namespace spark::launch {
 // (parts that add one declare its function in their own header and add it here).
 namespace {
 constexpr Subcommand kSubcommands[] = {
-    {"doctor", "check this host's RDMA devices, GIDs, MTU, locked memory, libraries", &doctor::doctor_main},
+    {"doctor", "check this host's RDMA devices, GIDs, MTU, locked memory, libraries",
+     &doctor::doctor_main},
 #ifdef SPARK_LAUNCH_HAVE_FABRIC
-    {"fabric", "discover (and --write / check --fabric) the per-peer lane map of a host list", &fabric_main},
+    {"fabric", "discover (and --write / check --fabric) the per-peer lane map of a host list",
+     &fabric_main},
 #endif
 #ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
     {"topo", "show the machine (or --topology FILE) as sparkrun's binding sees it", &topo_main},
@@ -26,6 +28,8 @@ constexpr Subcommand kSubcommands[] = {
 };
 }  // namespace
 
-std::span<const Subcommand> subcommands() { return kSubcommands; }
+std::span<const Subcommand> subcommands() {
+  return kSubcommands;
+}
 
 }  // namespace spark::launch

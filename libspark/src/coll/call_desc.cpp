@@ -7,15 +7,24 @@ namespace spark {
 const char* coll_name(transport::Coll coll) noexcept {
   using transport::Coll;
   switch (coll) {
-    case Coll::allreduce: return "allreduce";
-    case Coll::reduce_scatter: return "reduce_scatter";
-    case Coll::allgather: return "allgather";
-    case Coll::broadcast: return "broadcast";
-    case Coll::alltoall: return "alltoall";
-    case Coll::alltoallv: return "alltoallv";
-    case Coll::sendrecv: return "send/recv";
-    case Coll::barrier: return "barrier";
-    case Coll::none: break;
+    case Coll::allreduce:
+      return "allreduce";
+    case Coll::reduce_scatter:
+      return "reduce_scatter";
+    case Coll::allgather:
+      return "allgather";
+    case Coll::broadcast:
+      return "broadcast";
+    case Coll::alltoall:
+      return "alltoall";
+    case Coll::alltoallv:
+      return "alltoallv";
+    case Coll::sendrecv:
+      return "send/recv";
+    case Coll::barrier:
+      return "barrier";
+    case Coll::none:
+      break;
   }
   return "?";
 }

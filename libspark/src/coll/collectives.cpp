@@ -20,8 +20,8 @@
 
 namespace spark {
 
-using transport::Coll;
 using transport::CallDesc;
+using transport::Coll;
 
 namespace {
 
@@ -53,11 +53,14 @@ CallDesc call(Coll c, DType dt, std::uint8_t op, std::int32_t root, std::uint64_
   d.count = count;
   return d;
 }
-int peer_at(int rank, int size, int i) { return (rank + i) % size; }  // i = 1..size-1
+int peer_at(int rank, int size, int i) {
+  return (rank + i) % size;
+}  // i = 1..size-1
 
 }  // namespace
 
-void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count, DType dtype,
+                                 ReduceOp op) {
   need(count == 0 || (send != nullptr && recv != nullptr), "allreduce: null buffer with count > 0");
   begin("allreduce", call(Coll::allreduce, dtype, static_cast<std::uint8_t>(op), -1, count));
   const auto* in = static_cast<const std::byte*>(send);
@@ -83,7 +86,8 @@ void CommunicatorImpl::allreduce_one_shot(const std::byte* in, std::byte* out, s
   for (std::size_t k = 0; k < np; ++k) {
     const Range pc = piece(count, pe, k);
     const auto kk = static_cast<std::uint32_t>(k);
-    for (int i = 1; i < size_; ++i) post(peer_at(rank_, size_, i), 0, kk, in + pc.begin * es, pc.len * es, count);
+    for (int i = 1; i < size_; ++i)
+      post(peer_at(rank_, size_, i), 0, kk, in + pc.begin * es, pc.len * es, count);
     for (int i = 1; i < size_; ++i) {
       const int p = peer_at(rank_, size_, i);
       inputs[static_cast<std::size_t>(p)] = take(p, 0, kk, pc.len * es, count).data;
@@ -151,10 +155,12 @@ void CommunicatorImpl::allreduce_two_phase(const std::byte* in, std::byte* out, 
   drain();
 }
 
-void CommunicatorImpl::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
-                                      ReduceOp op) {
-  need(recv_count == 0 || (send != nullptr && recv != nullptr), "reduce_scatter: null buffer with count > 0");
-  begin("reduce_scatter", call(Coll::reduce_scatter, dtype, static_cast<std::uint8_t>(op), -1, recv_count));
+void CommunicatorImpl::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
+                                      DType dtype, ReduceOp op) {
+  need(recv_count == 0 || (send != nullptr && recv != nullptr),
+       "reduce_scatter: null buffer with count > 0");
+  begin("reduce_scatter",
+        call(Coll::reduce_scatter, dtype, static_cast<std::uint8_t>(op), -1, recv_count));
   if (size_ == 1) {
     if (recv_count > 0 && send != recv) std::memmove(recv, send, recv_count * dtype_size(dtype));
     return;
@@ -163,8 +169,10 @@ void CommunicatorImpl::reduce_scatter(const void* send, void* recv, std::size_t 
                       recv_count * static_cast<std::size_t>(size_), dtype, op, false);
 }
 
-void CommunicatorImpl::allgather(const void* send, void* recv, std::size_t send_count, DType dtype) {
-  need(send_count == 0 || (send != nullptr && recv != nullptr), "allgather: null buffer with count > 0");
+void CommunicatorImpl::allgather(const void* send, void* recv, std::size_t send_count,
+                                 DType dtype) {
+  need(send_count == 0 || (send != nullptr && recv != nullptr),
+       "allgather: null buffer with count > 0");
   begin("allgather", call(Coll::allgather, dtype, 0, -1, send_count));
   const std::size_t es = dtype_size(dtype), pe = piece_ / es, bytes = send_count * es;
   auto* out = static_cast<std::byte*>(recv);
@@ -176,11 +184,13 @@ void CommunicatorImpl::allgather(const void* send, void* recv, std::size_t send_
   for (std::size_t k = 0; k < np; ++k) {
     const Range pc = piece(send_count, pe, k);
     const auto kk = static_cast<std::uint32_t>(k);
-    for (int i = 1; i < size_; ++i) post(peer_at(rank_, size_, i), 0, kk, own + pc.begin * es, pc.len * es, send_count);
+    for (int i = 1; i < size_; ++i)
+      post(peer_at(rank_, size_, i), 0, kk, own + pc.begin * es, pc.len * es, send_count);
     for (int i = 1; i < size_; ++i) {
       const int p = peer_at(rank_, size_, i);
       transport::RecvView v = take(p, 0, kk, pc.len * es, send_count);
-      if (pc.len > 0) std::memcpy(out + static_cast<std::size_t>(p) * bytes + pc.begin * es, v.data, pc.len * es);
+      if (pc.len > 0)
+        std::memcpy(out + static_cast<std::size_t>(p) * bytes + pc.begin * es, v.data, pc.len * es);
       give_back(p);
     }
   }
@@ -199,7 +209,8 @@ void CommunicatorImpl::broadcast(void* buffer, std::size_t count, DType dtype, i
     for (std::size_t k = 0; k < np; ++k) {
       const Range pc = piece(count, pe, k);
       for (int i = 1; i < size_; ++i)
-        post(peer_at(rank_, size_, i), 0, static_cast<std::uint32_t>(k), buf + pc.begin * es, pc.len * es, count);
+        post(peer_at(rank_, size_, i), 0, static_cast<std::uint32_t>(k), buf + pc.begin * es,
+             pc.len * es, count);
     }
     // Every other rank confirms with an empty message: ranks that disagree about the root
     // (or the call) are caught here, not left holding a buffer that was never filled.
@@ -223,14 +234,17 @@ void CommunicatorImpl::broadcast(void* buffer, std::size_t count, DType dtype, i
 void CommunicatorImpl::alltoall(const void* send, void* recv, std::size_t count, DType dtype) {
   need(count == 0 || (send != nullptr && recv != nullptr), "alltoall: null buffer with count > 0");
   need(count == 0 || send != recv, "alltoall: send and recv must not be the same buffer");
-  std::vector<std::size_t> counts(static_cast<std::size_t>(size_), count), displs(static_cast<std::size_t>(size_));
+  std::vector<std::size_t> counts(static_cast<std::size_t>(size_), count),
+      displs(static_cast<std::size_t>(size_));
   for (std::size_t r = 0; r < displs.size(); ++r) displs[r] = r * count;
   begin("alltoall", call(Coll::alltoall, dtype, 0, -1, count));
   // Same exchange as alltoallv; the call descriptor stays "alltoall".
   const std::size_t es = dtype_size(dtype), pe = piece_ / es;
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
-  if (count > 0) std::memcpy(out + displs[static_cast<std::size_t>(rank_)] * es, in + displs[static_cast<std::size_t>(rank_)] * es, count * es);
+  if (count > 0)
+    std::memcpy(out + displs[static_cast<std::size_t>(rank_)] * es,
+                in + displs[static_cast<std::size_t>(rank_)] * es, count * es);
   if (size_ == 1) return;
   const std::size_t np = pieces(count, pe);
   for (std::size_t k = 0; k < np; ++k) {
@@ -238,22 +252,27 @@ void CommunicatorImpl::alltoall(const void* send, void* recv, std::size_t count,
     const auto kk = static_cast<std::uint32_t>(k);
     for (int i = 1; i < size_; ++i) {
       const int p = peer_at(rank_, size_, i);
-      post(p, 0, kk, in + (displs[static_cast<std::size_t>(p)] + pc.begin) * es, pc.len * es, count);
+      post(p, 0, kk, in + (displs[static_cast<std::size_t>(p)] + pc.begin) * es, pc.len * es,
+           count);
     }
     for (int i = 1; i < size_; ++i) {
       const int p = peer_at(rank_, size_, i);
       transport::RecvView v = take(p, 0, kk, pc.len * es, count);
-      if (pc.len > 0) std::memcpy(out + (displs[static_cast<std::size_t>(p)] + pc.begin) * es, v.data, pc.len * es);
+      if (pc.len > 0)
+        std::memcpy(out + (displs[static_cast<std::size_t>(p)] + pc.begin) * es, v.data,
+                    pc.len * es);
       give_back(p);
     }
   }
   drain();
 }
 
-void CommunicatorImpl::alltoallv(const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
-                                 void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs,
+void CommunicatorImpl::alltoallv(const void* send, const std::size_t* send_counts,
+                                 const std::size_t* send_displs, void* recv,
+                                 const std::size_t* recv_counts, const std::size_t* recv_displs,
                                  DType dtype) {
-  need(send_counts != nullptr && send_displs != nullptr && recv_counts != nullptr && recv_displs != nullptr,
+  need(send_counts != nullptr && send_displs != nullptr && recv_counts != nullptr &&
+           recv_displs != nullptr,
        "alltoallv: counts and displacements must not be null");
   const auto me = static_cast<std::size_t>(rank_);
   need(send_counts[me] == recv_counts[me],
@@ -262,7 +281,8 @@ void CommunicatorImpl::alltoallv(const void* send, const std::size_t* send_count
   const std::size_t es = dtype_size(dtype), pe = piece_ / es;
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
-  if (send_counts[me] > 0) std::memmove(out + recv_displs[me] * es, in + send_displs[me] * es, send_counts[me] * es);
+  if (send_counts[me] > 0)
+    std::memmove(out + recv_displs[me] * es, in + send_displs[me] * es, send_counts[me] * es);
   if (size_ == 1) return;
   std::size_t kmax = 0;
   for (int i = 1; i < size_; ++i) {
@@ -292,7 +312,8 @@ void CommunicatorImpl::alltoallv(const void* send, const std::size_t* send_count
 }
 
 void CommunicatorImpl::send(const void* buffer, std::size_t count, DType dtype, int peer) {
-  need(peer >= 0 && peer < size_ && peer != rank_, "send: peer must be another rank of this communicator");
+  need(peer >= 0 && peer < size_ && peer != rank_,
+       "send: peer must be another rank of this communicator");
   need(count == 0 || buffer != nullptr, "send: null buffer with count > 0");
   begin_p2p("send", call(Coll::sendrecv, dtype, 0, -1, count), peer, true);
   const std::size_t es = dtype_size(dtype), pe = piece_ / es;
@@ -306,7 +327,8 @@ void CommunicatorImpl::send(const void* buffer, std::size_t count, DType dtype, 
 }
 
 void CommunicatorImpl::recv(void* buffer, std::size_t count, DType dtype, int peer) {
-  need(peer >= 0 && peer < size_ && peer != rank_, "recv: peer must be another rank of this communicator");
+  need(peer >= 0 && peer < size_ && peer != rank_,
+       "recv: peer must be another rank of this communicator");
   need(count == 0 || buffer != nullptr, "recv: null buffer with count > 0");
   begin_p2p("recv", call(Coll::sendrecv, dtype, 0, -1, count), peer, false);
   const std::size_t es = dtype_size(dtype), pe = piece_ / es;

@@ -25,13 +25,13 @@ std::uint16_t float_to_f16(float f) noexcept {
   const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000);
   const std::uint32_t a = x & 0x7fffffff;
   if (a >= 0x7f800000) return sign | (a > 0x7f800000 ? 0x7e00 : 0x7c00);  // NaN, Inf
-  if (a >= 0x477ff000) return sign | 0x7c00;                               // rounds to Inf
+  if (a >= 0x477ff000) return sign | 0x7c00;                              // rounds to Inf
   if (a < 0x38800000) {  // f16 subnormal or zero: round(a * 2^24), ties to even
     const float v = std::bit_cast<float>(a) * 16777216.0f;
     return sign | static_cast<std::uint16_t>(std::nearbyint(v));
   }
   std::uint32_t r = a - 0x38000000;  // rebias exponent 127 -> 15
-  r += 0xfff + ((r >> 13) & 1);     // round to nearest even on the 13 dropped bits
+  r += 0xfff + ((r >> 13) & 1);      // round to nearest even on the 13 dropped bits
   return sign | static_cast<std::uint16_t>(r >> 13);
 }
 
@@ -41,7 +41,8 @@ float bf16_to_float(std::uint16_t h) noexcept {
 
 std::uint16_t float_to_bf16(float f) noexcept {
   std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  if ((x & 0x7fffffff) > 0x7f800000) return static_cast<std::uint16_t>((x >> 16) | 0x40);  // quiet NaN
+  if ((x & 0x7fffffff) > 0x7f800000)
+    return static_cast<std::uint16_t>((x >> 16) | 0x40);  // quiet NaN
   x += 0x7fff + ((x >> 16) & 1);
   return static_cast<std::uint16_t>(x >> 16);
 }
@@ -52,47 +53,56 @@ struct F16 {};
 struct BF16 {};
 
 // Storage type, accumulator type and conversions per element kind.
-template <class K> struct Traits {
+template <class K>
+struct Traits {
   using S = K;
   using A = K;
   static A load(S v) { return v; }
   static S store(A v) { return v; }
 };
-template <> struct Traits<F16> {
+template <>
+struct Traits<F16> {
   using S = std::uint16_t;
   using A = float;
   static A load(S v) { return f16_to_float(v); }
   static S store(A v) { return float_to_f16(v); }
 };
-template <> struct Traits<BF16> {
+template <>
+struct Traits<BF16> {
   using S = std::uint16_t;
   using A = float;
   static A load(S v) { return bf16_to_float(v); }
   static S store(A v) { return float_to_bf16(v); }
 };
 // Integers accumulate wide and wrap (unsigned arithmetic, no undefined overflow).
-template <> struct Traits<std::int32_t> {
+template <>
+struct Traits<std::int32_t> {
   using S = std::int32_t;
   using A = std::int64_t;
   static A load(S v) { return v; }
   static S store(A v) { return static_cast<S>(v); }
 };
-template <> struct Traits<std::uint8_t> {
+template <>
+struct Traits<std::uint8_t> {
   using S = std::uint8_t;
   using A = std::uint32_t;
   static A load(S v) { return v; }
   static S store(A v) { return static_cast<S>(v); }
 };
 
-template <class A> A add(A a, A b) {
+template <class A>
+A add(A a, A b) {
   if constexpr (std::is_integral_v<A>)
-    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) + static_cast<std::make_unsigned_t<A>>(b));
+    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) +
+                          static_cast<std::make_unsigned_t<A>>(b));
   else
     return a + b;
 }
-template <class A> A mul(A a, A b) {
+template <class A>
+A mul(A a, A b) {
   if constexpr (std::is_integral_v<A>)
-    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) * static_cast<std::make_unsigned_t<A>>(b));
+    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) *
+                          static_cast<std::make_unsigned_t<A>>(b));
   else
     return a * b;
 }
@@ -114,10 +124,14 @@ void reduce_typed(void* out, const void* const* inputs, int n, std::size_t count
       const S* in = static_cast<const S*>(inputs[r]) + base;
       for (std::size_t i = 0; i < len; ++i) {
         const A x = T::load(in[i]);
-        if constexpr (OP == ReduceOp::sum || OP == ReduceOp::avg) acc[i] = add(acc[i], x);
-        else if constexpr (OP == ReduceOp::prod) acc[i] = mul(acc[i], x);
-        else if constexpr (OP == ReduceOp::min) acc[i] = x < acc[i] ? x : acc[i];
-        else acc[i] = x > acc[i] ? x : acc[i];
+        if constexpr (OP == ReduceOp::sum || OP == ReduceOp::avg)
+          acc[i] = add(acc[i], x);
+        else if constexpr (OP == ReduceOp::prod)
+          acc[i] = mul(acc[i], x);
+        else if constexpr (OP == ReduceOp::min)
+          acc[i] = x < acc[i] ? x : acc[i];
+        else
+          acc[i] = x > acc[i] ? x : acc[i];
       }
     }
     if constexpr (OP == ReduceOp::avg) {
@@ -131,25 +145,38 @@ void reduce_typed(void* out, const void* const* inputs, int n, std::size_t count
 template <class K>
 void reduce_op(void* out, const void* const* inputs, int n, std::size_t count, ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return reduce_typed<K, ReduceOp::sum>(out, inputs, n, count);
-    case ReduceOp::prod: return reduce_typed<K, ReduceOp::prod>(out, inputs, n, count);
-    case ReduceOp::min: return reduce_typed<K, ReduceOp::min>(out, inputs, n, count);
-    case ReduceOp::max: return reduce_typed<K, ReduceOp::max>(out, inputs, n, count);
-    case ReduceOp::avg: return reduce_typed<K, ReduceOp::avg>(out, inputs, n, count);
+    case ReduceOp::sum:
+      return reduce_typed<K, ReduceOp::sum>(out, inputs, n, count);
+    case ReduceOp::prod:
+      return reduce_typed<K, ReduceOp::prod>(out, inputs, n, count);
+    case ReduceOp::min:
+      return reduce_typed<K, ReduceOp::min>(out, inputs, n, count);
+    case ReduceOp::max:
+      return reduce_typed<K, ReduceOp::max>(out, inputs, n, count);
+    case ReduceOp::avg:
+      return reduce_typed<K, ReduceOp::avg>(out, inputs, n, count);
   }
 }
 
 }  // namespace
 
-void reduce_n(void* out, const void* const* inputs, int n, std::size_t count, DType dtype, ReduceOp op) {
+void reduce_n(void* out, const void* const* inputs, int n, std::size_t count, DType dtype,
+              ReduceOp op) {
   switch (dtype) {
-    case DType::f32: return reduce_op<float>(out, inputs, n, count, op);
-    case DType::f64: return reduce_op<double>(out, inputs, n, count, op);
-    case DType::f16: return reduce_op<F16>(out, inputs, n, count, op);
-    case DType::bf16: return reduce_op<BF16>(out, inputs, n, count, op);
-    case DType::i32: return reduce_op<std::int32_t>(out, inputs, n, count, op);
-    case DType::i64: return reduce_op<std::int64_t>(out, inputs, n, count, op);
-    case DType::u8: return reduce_op<std::uint8_t>(out, inputs, n, count, op);
+    case DType::f32:
+      return reduce_op<float>(out, inputs, n, count, op);
+    case DType::f64:
+      return reduce_op<double>(out, inputs, n, count, op);
+    case DType::f16:
+      return reduce_op<F16>(out, inputs, n, count, op);
+    case DType::bf16:
+      return reduce_op<BF16>(out, inputs, n, count, op);
+    case DType::i32:
+      return reduce_op<std::int32_t>(out, inputs, n, count, op);
+    case DType::i64:
+      return reduce_op<std::int64_t>(out, inputs, n, count, op);
+    case DType::u8:
+      return reduce_op<std::uint8_t>(out, inputs, n, count, op);
   }
 }
 

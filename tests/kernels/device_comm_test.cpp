@@ -69,8 +69,21 @@ TEST(DeviceCommGpu, SingletonAllreduceAndChecks) {
   ASSERT_EQ(cudaMemcpy(out.data(), d.p, in.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(out, in);  // one rank: the sum is the input
   EXPECT_FALSE(dev.failure().has_value());
-  EXPECT_THROW(dev.allreduce(d.p, d.p, 1 << 20, spark::DType::f32, spark::ReduceOp::sum, nullptr),
-               spark::InvalidUsage);  // larger than max_bytes
+  // Larger than max_bytes (64 KiB): 61 chunks of 16384 floats plus an odd tail, in place and
+  // out of place; one rank, so every element must come back unchanged at its own offset.
+  const std::size_t big = 1'000'003;
+  std::vector<float> bin(big), bout(big);
+  for (std::size_t i = 0; i < big; ++i) bin[i] = static_cast<float>(i % 4099) - 7.25f;
+  Dev bd(big * 4), bo(big * 4);
+  ASSERT_EQ(cudaMemcpy(bd.p, bin.data(), big * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  dev.allreduce(bd.p, bo.p, big, spark::DType::f32, spark::ReduceOp::sum, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(bout.data(), bo.p, big * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(bout, bin);
+  dev.allreduce(bd.p, bd.p, big, spark::DType::f32, spark::ReduceOp::max, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(bout.data(), bd.p, big * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(bout, bin);
   dev.set_timeout_ms(1234);
   EXPECT_EQ(dev.timeout_ms(), 1234u);
   EXPECT_EQ(comm.timeout_ms(), 1234u);

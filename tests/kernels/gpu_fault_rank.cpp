@@ -1,7 +1,8 @@
 // A rank program for the GPU fail-stop test under sparkrun (tests/kernels/gpu_sparkrun_fault.sh):
-// one good device allreduce, then rank 1 stops (SIGSTOP) and the others' next device allreduce
-// must fail: the record is written to pinned memory, the communicator fails, sparkrun aborts
-// the group and prints the record. Exits 77 (skip) without a GPU.
+// one good device allreduce (and one chunked, larger than the channel), then rank 1 stops (SIGSTOP)
+// and the others' next device allreduce must fail: the record is written to pinned memory, the
+// communicator fails, sparkrun aborts the group and prints the record. Exits 77 (skip) without a
+// GPU.
 #include <cuda_runtime_api.h>
 #include <signal.h>
 
@@ -30,6 +31,25 @@ int main() {
   if (host[0] != static_cast<float>(comm.size())) {
     std::fprintf(stderr, "rank %d: wrong sum %g\n", comm.rank(), host[0]);
     return 6;
+  }
+  // Larger than the 64 KiB channel: one launch per chunk; every element must be the exact sum.
+  constexpr std::size_t kBig = 100'003;
+  std::vector<float> big(kBig);
+  for (std::size_t i = 0; i < kBig; ++i) big[i] = static_cast<float>(i % 97 + comm.rank());
+  void* db = nullptr;
+  if (cudaMalloc(&db, kBig * sizeof(float)) != cudaSuccess) return 4;
+  cudaMemcpy(db, big.data(), kBig * sizeof(float), cudaMemcpyHostToDevice);
+  dev.allreduce(db, db, kBig, spark::DType::f32, spark::ReduceOp::sum, nullptr);
+  if (cudaDeviceSynchronize() != cudaSuccess) return 5;
+  cudaMemcpy(big.data(), db, kBig * sizeof(float), cudaMemcpyDeviceToHost);
+  const int p = comm.size();
+  for (std::size_t i = 0; i < kBig; ++i) {
+    const float want = static_cast<float>(p * static_cast<int>(i % 97) + p * (p - 1) / 2);
+    if (big[i] != want) {
+      std::fprintf(stderr, "rank %d: chunked allreduce element %zu is %g, want %g\n", comm.rank(),
+                   i, big[i], want);
+      return 6;
+    }
   }
   comm.barrier();
   if (comm.rank() == 1) raise(SIGSTOP);

@@ -50,7 +50,8 @@ class DeviceCommImpl;
 /// synchronised (use the stream, or a second communicator, for ordering).
 class DeviceComm {
  public:
-  /// `max_bytes`: the largest allreduce (count * element size) this object serves; the
+  /// `max_bytes`: the channel size, the largest allreduce (count * element size) done in one
+  /// kernel launch; larger calls run as one launch per max_bytes chunk, in stream order. The
   /// pinned channel holds (size + 1) * max_bytes.
   explicit DeviceComm(Communicator& comm, std::size_t max_bytes = std::size_t{1} << 20);
   ~DeviceComm();
@@ -60,7 +61,7 @@ class DeviceComm {
   /// Enqueues an allreduce of `count` elements on `stream` (0 = legacy default stream).
   /// send and recv are device pointers; recv may equal send. Returns at once; the result is
   /// ready when the stream reaches it. Throws spark::CommFailure if the communicator has
-  /// already failed, spark::InvalidUsage for host pointers or a call larger than max_bytes.
+  /// already failed, spark::InvalidUsage for host pointers.
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                  Stream stream);
 

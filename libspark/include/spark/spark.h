@@ -119,7 +119,8 @@ int spark_format_failure(const spark_failure_record* record, char* buf, size_t s
 typedef struct spark_device_comm spark_device_comm;
 /* 1 when this libspark was built with CUDA, else 0. */
 int spark_built_with_cuda(void);
-/* max_bytes: the largest device allreduce in bytes (0 = 1 MiB). comm must outlive *out. */
+/* max_bytes: the channel size, the largest device allreduce done in one kernel launch (0 =
+ * 1 MiB); larger calls run as one launch per chunk. comm must outlive *out. */
 int spark_device_comm_create(spark_comm* comm, size_t max_bytes, spark_device_comm** out);
 /* NULL is ignored. */
 int spark_device_comm_destroy(spark_device_comm* dev);

@@ -1,6 +1,8 @@
 // spark::cuda::DeviceComm with CUDA: the pinned channel, the host proxy and the kernel launch.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -109,27 +111,36 @@ class DeviceCommImpl {
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                  Stream stream) {
     check_health();
-    const std::size_t bytes = count * sk::element_size(dtype);
-    if (bytes > max_bytes_) {
-      throw InvalidUsage("spark::cuda::DeviceComm::allreduce of " + std::to_string(bytes) +
-                         " bytes exceeds max_bytes " + std::to_string(max_bytes_) +
-                         ": construct the DeviceComm with a larger max_bytes");
-    }
+    const std::size_t elem = sk::element_size(dtype);
     if (count > 0 && (!accessible(send) || !accessible(recv))) {
       throw InvalidUsage(
           "spark::cuda::DeviceComm::allreduce: send/recv are not GPU-accessible memory; pass "
           "device (or managed / pinned) pointers, or use spark::Communicator for host buffers");
     }
-    sk::SmallAllreduceLaunch p;
-    p.channel = device_;
-    p.send = send;
-    p.recv = recv;
-    p.count = count;
-    p.dtype = dtype;
-    p.op = op;
-    const cudaError_t e = sk::launch_small_allreduce(p, reinterpret_cast<cudaStream_t>(stream));
-    if (e != cudaSuccess)
-      throw Error("device allreduce: kernel launch failed (" + cuda_text(e) + ")");
+    // Larger than the channel: one small allreduce per channel-sized chunk, in stream order.
+    // Each launch takes its own sequence number from the control block, so the chunks stay
+    // graph-capturable and every chunk is reduced in the same fixed rank order (bit-identical).
+    const std::size_t chunk = std::max<std::size_t>(1, max_bytes_ / elem);
+    if (max_bytes_ < elem)
+      throw InvalidUsage("spark::cuda::DeviceComm::allreduce: max_bytes " +
+                         std::to_string(max_bytes_) + " is smaller than one element (" +
+                         std::to_string(elem) +
+                         " bytes): construct the DeviceComm with a larger max_bytes");
+    std::size_t done = 0;
+    do {
+      const std::size_t n = std::min(chunk, count - done);
+      sk::SmallAllreduceLaunch p;
+      p.channel = device_;
+      p.send = static_cast<const std::byte*>(send) + done * elem;
+      p.recv = static_cast<std::byte*>(recv) + done * elem;
+      p.count = n;
+      p.dtype = dtype;
+      p.op = op;
+      const cudaError_t e = sk::launch_small_allreduce(p, reinterpret_cast<cudaStream_t>(stream));
+      if (e != cudaSuccess)
+        throw Error("device allreduce: kernel launch failed (" + cuda_text(e) + ")");
+      done += n;
+    } while (done < count);
   }
 
   std::optional<FailureRecord> failure() const {

@@ -76,6 +76,21 @@ int fail(int code, std::string message) {
   return code;
 }
 
+// The failure queries return 1 with the record, 0 when healthy, -1 on an internal error
+// (unlike guarded(), whose 0 means success).
+template <class Query>
+int copy_failure(Query query, spark_failure_record& out) {
+  try {
+    const auto record = query();
+    if (!record) return 0;
+    to_c(*record, out);
+    return 1;
+  } catch (const std::exception& e) {
+    fail(SPARK_ERR_INTERNAL, e.what());
+    return -1;
+  }
+}
+
 // Runs fn, mapping every exception to a result code; nothing escapes into C.
 template <class Fn>
 int guarded(Fn&& fn) noexcept {
@@ -225,19 +240,9 @@ uint32_t spark_timeout_ms(const spark_comm* comm) {
 }
 
 int spark_failure(const spark_comm* comm, spark_failure_record* out) {
-  if (comm == nullptr || out == nullptr) {
-    fail(SPARK_ERR_INVALID, "spark_failure: comm and out must not be NULL");
-    return -1;
-  }
-  try {
-    const auto record = comm->comm.failure();
-    if (!record) return 0;
-    to_c(*record, *out);
-    return 1;
-  } catch (const std::exception& e) {
-    fail(SPARK_ERR_INTERNAL, e.what());
-    return -1;
-  }
+  if (comm == nullptr || out == nullptr)
+    return fail(SPARK_ERR_INVALID, "spark_failure: comm and out must not be NULL"), -1;
+  return copy_failure([&] { return comm->comm.failure(); }, *out);
 }
 
 int spark_check_health(const spark_comm* comm) {
@@ -295,19 +300,9 @@ int spark_allreduce_device(spark_device_comm* dev, const void* send, void* recv,
 }
 
 int spark_device_failure(const spark_device_comm* dev, spark_failure_record* out) {
-  if (dev == nullptr || out == nullptr) {
-    fail(SPARK_ERR_INVALID, "spark_device_failure: dev or out is NULL");
-    return -1;
-  }
-  try {
-    const auto record = dev->d.failure();
-    if (!record) return 0;
-    to_c(*record, *out);
-    return 1;
-  } catch (const std::exception& e) {
-    fail(SPARK_ERR_INTERNAL, e.what());
-    return -1;
-  }
+  if (dev == nullptr || out == nullptr)
+    return fail(SPARK_ERR_INVALID, "spark_device_failure: dev or out is NULL"), -1;
+  return copy_failure([&] { return dev->d.failure(); }, *out);
 }
 
 int spark_device_set_timeout_ms(spark_device_comm* dev, uint32_t ms) {

@@ -25,6 +25,7 @@
 #include "config/config.hpp"
 #include "fabric/fabric_file.hpp"
 #include "fabric/local_lanes.hpp"
+#include "fabric/rdma_lanes.hpp"
 #include "spark/error.hpp"
 
 namespace {
@@ -81,7 +82,15 @@ int run(int argc, char** argv) {
   const std::chrono::milliseconds timeout(cfg.timeout_ms());
   const char* nets_env = std::getenv("SPARK_DATA_NET");
   auto nets = parse_nets(nets_env ? nets_env : "", "SPARK_DATA_NET");
-  auto mine = local_lanes(nets);
+  // RoCE lanes are RDMA functions (rdma_lanes.hpp); auto uses them when the node has any.
+  const auto t = cfg.transport();
+  const auto devs = cfg.lanes()    ? parse_rdma_devices(*cfg.lanes(), "SPARK_LANES")
+                    : cfg.ib_hca() ? parse_rdma_devices(*cfg.ib_hca(), "SPARK_IB_HCA")
+                                   : std::vector<std::string>{};
+  auto mine = node_lanes(t == config::Transport::roce          ? LaneKind::rdma
+                         : t == config::Transport::auto_select ? LaneKind::automatic
+                                                               : LaneKind::net,
+                         devs, nets);
   std::vector<std::unique_ptr<Listener>> listeners;
   std::string ports;
   for (const auto& l : mine) {

@@ -99,9 +99,8 @@ int launch(const Options& o) {
   in.local_name = hostname;
   in.is_local = [&hostname](const std::string& h) { return is_this_machine(h, hostname); };
   // Inside salloc/sbatch without --host: the allocation gives the hosts and -n (docs/slurm.md).
-  if (auto note = slurm::apply_slurm_allocation(in, hostname); note && o.verbose) {
-    std::fprintf(stderr, "sparkrun: %s\n", note->c_str());
-  }
+  const auto slurm_use = slurm::apply_slurm_allocation(in, hostname);
+  if (slurm_use && o.verbose) std::fprintf(stderr, "sparkrun: %s\n", slurm_use->note.c_str());
   JobPlan plan = make_job_plan(in);
 
 #ifndef SPARK_LAUNCH_HAVE_TOPOLOGY
@@ -134,6 +133,9 @@ int launch(const Options& o) {
     m.kill_grace_s = o.kill_grace_s;
     m.verbose = o.verbose;
     m.launch_agent = o.launch_agent;
+    // Other nodes of a SLURM allocation: their daemons start as srun steps (docs/slurm.md).
+    if (m.launch_agent.empty() && slurm_use && slurm_use->via_srun)
+      m.launch_agent = slurm::srun_launch_agent();
     m.control_net = o.control_net;
     m.bind_to = o.bind_to;
     m.map_by = o.map_by;

@@ -91,7 +91,8 @@ struct Cli {
     // Multi-host (docs/multihost.md).
     app.add_option("--launch-agent", o.launch_agent,
                    "Command that starts sparkrun on a remote host; {host} is replaced by the "
-                   "host name (default: 'ssh -o BatchMode=yes {host}')");
+                   "host name (default: 'ssh -o BatchMode=yes {host}'; inside a SLURM "
+                   "allocation: one 'srun --overlap' step per node, docs/slurm.md)");
     app.add_option("--control-net", o.control_net,
                    "Interface or IPv4 CIDR for the launcher-daemon control plane (default: the "
                    "route to each host)");

@@ -6,8 +6,13 @@
 
 namespace spark::launch::slurm {
 
-std::optional<std::string> apply_allocation(PlanInput& in, const std::optional<Allocation>& alloc,
-                                            const std::string& hostname) {
+std::string srun_launch_agent() {
+  return "srun --overlap --nodes=1 --ntasks=1 --nodelist={host} --input=0 --mpi=none "
+         "--cpu-bind=none --kill-on-bad-exit=1 --job-name=sparkrun-daemon --quiet";
+}
+
+std::optional<AllocationUse> apply_allocation(PlanInput& in, const std::optional<Allocation>& alloc,
+                                              const std::string& hostname) {
   if (!alloc || !in.hosts.empty()) return std::nullopt;  // an explicit host list wins
   const Allocation& a = *alloc;
   const int np = in.np.value_or(a.ntasks);
@@ -18,43 +23,49 @@ std::optional<std::string> apply_allocation(PlanInput& in, const std::optional<A
                      ") or add --oversubscribe");
   }
 
-  // Which nodes get ranks: fill the allocation's tasks in node order, as make_job_plan does.
+  // Which nodes get ranks: fill the allocation's tasks in node order, as make_job_plan does
+  // (--map-by node spreads them over every node).
   int placed = 0;
-  std::string remote;
+  bool remote = false;
   for (const NodeSlots& n : a.nodes) {
-    if (placed >= np) break;
+    if (!in.map_by_node && placed >= np) break;
     placed += n.tasks;
     const bool here = (!a.this_node.empty() && n.name == a.this_node) ||
                       (in.is_local ? in.is_local(n.name) : is_this_machine(n.name, hostname));
-    if (!here) remote += (remote.empty() ? "" : ",") + n.name;
-  }
-  if (!remote.empty()) {
-    throw UsageError("SLURM allocation " + a.job_id + " puts ranks on node(s) " + remote +
-                     ", which are not this machine (" + hostname +
-                     "); starting sparkrun's node daemons there with srun is not implemented yet. "
-                     "Meanwhile run 'srun --mpi=pmix -n " +
-                     std::to_string(np) +
-                     " ./app' (SLURM's own PMIx server), or run sparkrun on a one-node allocation "
-                     "from within it (e.g. in an sbatch script)");
+    remote = remote || !here;
   }
 
+  AllocationUse use;
   in.np = np;
   in.hosts.clear();
-  for (const NodeSlots& n : a.nodes) {
-    // A node that this machine answers to under another name (SLURMD_NODENAME) is listed by
-    // the name the plan recognises as local.
-    const bool this_one = !a.this_node.empty() && n.name == a.this_node;
-    if (n.tasks > 0) in.hosts.push_back({this_one ? hostname : n.name, n.tasks, true});
+  if (!remote) {
+    for (const NodeSlots& n : a.nodes) {
+      // A node that this machine answers to under another name (SLURMD_NODENAME) is listed
+      // by the name the plan recognises as local.
+      const bool this_one = !a.this_node.empty() && n.name == a.this_node;
+      if (n.tasks > 0) in.hosts.push_back({this_one ? hostname : n.name, n.tasks, true});
+    }
+  } else {
+    // Node daemons: one per node, through srun, on every node but the one this process runs
+    // on as part of the job (a batch script's node). Only SLURMD_NODENAME says that: a
+    // login node running salloc's shell may share a name with a node yet is not in the job.
+    for (const NodeSlots& n : a.nodes) {
+      if (n.tasks > 0) in.hosts.push_back({n.name, n.tasks, true});
+    }
+    in.is_local = [node = a.this_node](const std::string& h) { return !node.empty() && h == node; };
+    use.via_srun = true;
   }
   std::string nodes;
   for (const NodeSlots& n : a.nodes) {
     nodes += (nodes.empty() ? "" : ",") + n.name + ":" + std::to_string(n.tasks);
   }
-  return "SLURM allocation " + a.job_id + ": " + std::to_string(np) + " ranks on " + nodes +
-         (a.cpus.empty() ? "" : " (cpus " + format_cpu_list(a.cpus) + ")");
+  use.note = "SLURM allocation " + a.job_id + ": " + std::to_string(np) + " ranks on " + nodes +
+             (a.cpus.empty() ? "" : " (cpus " + format_cpu_list(a.cpus) + ")") +
+             (use.via_srun ? "; node daemons through srun" : "");
+  return use;
 }
 
-std::optional<std::string> apply_slurm_allocation(PlanInput& in, const std::string& hostname) {
+std::optional<AllocationUse> apply_slurm_allocation(PlanInput& in, const std::string& hostname) {
   if (!in.hosts.empty()) return std::nullopt;
   std::optional<Allocation> alloc;
   try {

@@ -6,11 +6,17 @@
 //                                      allreduce: their wait times out after
 //                                      SPARKNET_ROCE_TIMEOUT_MS and libspark's fail-stop
 //                                      aborts the job with the one-line record
+//   slurm_collectives --kill-rank K    then rank K kills itself with SIGKILL while the others
+//                                      allreduce (a rank that dies: the launcher ends the job)
+// The "collectives ok" line names the rank's node: SPARK_HOST (sparkrun) and SLURMD_NODENAME
+// (set by the slurmd whose step the rank runs in), so tests can check where it ran.
+#include <signal.h>
 #include <unistd.h>
 
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string_view>
 #include <vector>
@@ -28,13 +34,15 @@ int check(bool ok, int rank, const char* what) {
 
 int main(int argc, char** argv) {
   int stop_rank = -1;
-  if (argc == 3 && std::string_view(argv[1]) == "--stop-rank") {
+  bool kill_it = false;
+  if (argc == 3 && std::string_view(argv[1]) == "--kill-rank") kill_it = true;
+  if (argc == 3 && (std::string_view(argv[1]) == "--stop-rank" || kill_it)) {
     const std::string_view s(argv[2]);
     const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), stop_rank);
     if (ec != std::errc() || p != s.data() + s.size() || stop_rank < 0) stop_rank = -2;
   }
   if (argc != 1 && stop_rank < 0) {
-    std::fprintf(stderr, "usage: slurm_collectives [--stop-rank K]\n");
+    std::fprintf(stderr, "usage: slurm_collectives [--stop-rank K | --kill-rank K]\n");
     return 2;
   }
   try {
@@ -83,12 +91,15 @@ int main(int argc, char** argv) {
     for (std::int32_t x : rs_out) ok = ok && x == n;
     bad += check(ok, rank, "reduce_scatter(i32, sum)");
 
-    std::printf("slurm_collectives: rank %d of %d: collectives %s\n", rank, n,
-                bad ? "WRONG" : "ok");
+    const char* host = std::getenv("SPARK_HOST");
+    const char* slurmd = std::getenv("SLURMD_NODENAME");
+    std::printf("slurm_collectives: rank %d of %d: collectives %s on host %s (slurmd %s)\n", rank,
+                n, bad ? "WRONG" : "ok", host ? host : "-", slurmd ? slurmd : "-");
     std::fflush(stdout);
     if (bad) return 1;
 
     if (stop_rank >= 0) {
+      if (rank == stop_rank && kill_it) ::kill(::getpid(), SIGKILL);
       if (rank == stop_rank) {
         // Stops answering: never joins the next allreduce. Only the group abort ends it.
         for (;;) pause();

@@ -366,3 +366,165 @@ TEST_F(SparkrunInAllocation, BindingStaysInsideTheCpusSparkrunWasGiven) {
 }
 
 }  // namespace
+
+// --- sparkrun inside a multi-node allocation ---------------------------------------------
+// The fixture's partition "multi" has nodes sn1, sn2, each a network namespace with its own
+// slurmd (slurm_cluster.sh). sparkrun runs where salloc's shell runs (the root namespace: a
+// login node outside the allocation) or in the batch script (on sn1), and starts one node
+// daemon per node with srun. --control-net names the namespaces' subnet because the node
+// names do not resolve in DNS here.
+
+namespace {
+
+std::map<std::string, std::string> read_env_file(const fs::path& p) {
+  std::map<std::string, std::string> kv;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return kv;
+}
+
+// PIDs of processes whose environment holds `mark` (the test's own marker variable, which
+// srun and sbatch pass on to steps: launcher, daemons and ranks all carry it).
+std::vector<std::string> marked_processes(const std::string& mark) {
+  std::vector<std::string> found;
+  const std::string self = std::to_string(getpid());
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid == self)
+      continue;
+    std::ifstream in(e.path() / "environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (env.find(mark) == std::string::npos) continue;
+    std::ifstream cl(e.path() / "cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(cl)), std::istreambuf_iterator<char>());
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    found.push_back(pid + " " + cmd);
+  }
+  return found;
+}
+
+}  // namespace
+
+class SparkrunMultiNode : public SparkrunInAllocation {
+ protected:
+  void SetUp() override {
+    SparkrunInAllocation::SetUp();
+    if (IsSkipped()) return;
+    if (std::string(SPARK_LIBSPARK_APP).empty()) GTEST_SKIP() << "libspark is not built";
+    const auto env = read_env_file(fs::path(std::getenv("SLURM_CONF")).parent_path() / "multi.env");
+    if (env.count("SPARK_SLURM_MULTI_NET") == 0) {
+      GTEST_SKIP() << "the test cluster has no multi-node partition (slurm_cluster.sh needs root "
+                      "and iproute2 for its network namespaces; SPARK_SLURM_NETNS_NODES=0?)";
+    }
+    net_ = env.at("SPARK_SLURM_MULTI_NET");
+    mark_ = "SPARK_SLURM_TEST_MARK=" + dir_.string();
+  }
+  // sh() with the marker exported, so that every process of the job can be found later.
+  Result job(const std::string& cmd) { return sh("export " + mark_ + "; " + cmd); }
+  std::string sparkrun() const {
+    return std::string(SPARK_SPARKRUN) + " --control-net " + net_ + " ";
+  }
+  // Waits (bounded) until no process of the job is left; returns what is left.
+  std::vector<std::string> leftovers(double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    auto left = marked_processes(mark_);
+    while (!left.empty() && std::chrono::steady_clock::now() < end) {
+      usleep(100 * 1000);
+      left = marked_processes(mark_);
+    }
+    return left;
+  }
+  static std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += x + "\n";
+    return s;
+  }
+  std::string net_, mark_;
+};
+
+TEST_F(SparkrunMultiNode, SallocTwoNodesFourRanksCollectivesAcrossNodes) {
+  // No -n: four ranks because the allocation has four tasks, two per node.
+  const Result r =
+      job("salloc -Q -p multi -N 2 -n 4 " + sparkrun() + "--verbose " + SPARK_LIBSPARK_APP);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const auto note = lines_with(r.err, "sparkrun: SLURM allocation ");
+  ASSERT_EQ(note.size(), 1u) << describe(r);
+  EXPECT_NE(note[0].find("4 ranks on sn1:2,sn2:2"), std::string::npos) << note[0];
+  EXPECT_NE(note[0].find("; node daemons through srun"), std::string::npos) << note[0];
+  EXPECT_EQ(lines_with(r.err, "node daemon connected and authenticated").size(), 2u) << describe(r);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string node = rank < 2 ? "sn1" : "sn2";
+    EXPECT_EQ(lines_with(r.out, "rank " + std::to_string(rank) + " of 4: collectives ok on host " +
+                                    node + " (slurmd " + node + ")")
+                  .size(),
+              1u)
+        << describe(r);
+  }
+  EXPECT_TRUE(leftovers(10).empty()) << join(leftovers(0));
+  std::printf("salloc -N 2 -n 4 sparkrun collectives: %.2f s\n", r.seconds);
+}
+
+TEST_F(SparkrunMultiNode, SbatchTwoNodeScript) {
+  // The batch script runs on sn1: that node's daemon starts directly, sn2's through srun.
+  std::ofstream(dir_ / "multi.sh") << "#!/bin/sh\n#SBATCH --partition=multi\n#SBATCH --nodes=2\n"
+                                   << "#SBATCH --ntasks-per-node=1\n"
+                                   << sparkrun() << "--tag-output " << SPARK_LIBSPARK_APP << "\n"
+                                   << "echo sparkrun exit $?\n";
+  const Result r = job("sbatch --wait -Q --output=multi.out multi.sh");
+  const std::string out = slurp(dir_ / "multi.out");
+  ASSERT_EQ(r.status, 0) << describe(r) << "--- multi.out:\n" << out;
+  EXPECT_EQ(lines_with(out,
+                       "[0] slurm_collectives: rank 0 of 2: collectives ok on host sn1 "
+                       "(slurmd sn1)")
+                .size(),
+            1u)
+      << out;
+  EXPECT_EQ(lines_with(out,
+                       "[1] slurm_collectives: rank 1 of 2: collectives ok on host sn2 "
+                       "(slurmd sn2)")
+                .size(),
+            1u)
+      << out;
+  EXPECT_EQ(lines_with(out, "sparkrun exit 0").size(), 1u) << out;
+  EXPECT_TRUE(leftovers(10).empty()) << join(leftovers(0));
+}
+
+TEST_F(SparkrunMultiNode, KilledRankOnTheOtherNodeEndsTheJobWithNoProcessLeft) {
+  // Rank 3 (on sn2) SIGKILLs itself while ranks 0-2 wait for it in an allreduce.
+  const Result r =
+      job("salloc -Q -p multi -N 2 -n 4 " + sparkrun() + SPARK_LIBSPARK_APP + " --kill-rank 3");
+  EXPECT_EQ(r.status, 128 + 9) << "the dead rank's status (128+SIGKILL): " << describe(r);
+  EXPECT_GE(lines_with(r.err, "sparkrun: rank 3").size(), 1u) << describe(r);
+  EXPECT_LT(r.seconds, 60) << describe(r);
+  EXPECT_TRUE(leftovers(10).empty()) << join(leftovers(0));
+}
+
+TEST_F(SparkrunMultiNode, ScancelEndsEveryDaemonAndRank) {
+  // Rank 1 (on sn2) stops answering and the others would wait ten minutes: only scancel
+  // ends this job. Launcher (on sn1, the batch node), daemons and ranks must all go.
+  std::ofstream(dir_ / "hang.sh") << "#!/bin/sh\n#SBATCH --partition=multi\n#SBATCH --nodes=2\n"
+                                  << "#SBATCH --ntasks-per-node=1\n"
+                                  << "export SPARKNET_ROCE_TIMEOUT_MS=600000\n"
+                                  << sparkrun() << SPARK_LIBSPARK_APP << " --stop-rank 1\n";
+  const Result sub = job("sbatch --parsable --output=hang.out hang.sh");
+  ASSERT_EQ(sub.status, 0) << describe(sub);
+  const std::string job_id = sub.out.substr(0, sub.out.find_first_of(";\n"));
+  // Running on both nodes once both ranks have printed their line (bounded wait).
+  std::string out;
+  for (int i = 0; i < 600 && lines_with(out, "collectives ok").size() < 2; ++i) {
+    usleep(100 * 1000);
+    out = slurp(dir_ / "hang.out");
+  }
+  ASSERT_EQ(lines_with(out, "collectives ok").size(), 2u) << "the job never ran:\n" << out;
+  EXPECT_FALSE(marked_processes(mark_).empty()) << "no process of the job found before scancel";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result cancel = sh("scancel " + job_id);
+  ASSERT_EQ(cancel.status, 0) << describe(cancel);
+  const auto left = leftovers(30);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(left.empty()) << "left after scancel:\n" << join(left) << slurp(dir_ / "hang.out");
+  std::printf("scancel to no process left: %.2f s\n", s);
+}

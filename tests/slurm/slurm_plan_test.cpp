@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "slurm_plan.hpp"
 #include "usage_error.hpp"
@@ -39,9 +40,10 @@ TEST(SlurmPlan, NpDefaultsToTheAllocationsTasksAndThePlanRunsLocally) {
   in.local_cpus = 2;
   in.local_name = "vm";
   in.is_local = [](const std::string& h) { return is_this_machine(h, "vm"); };
-  const auto note = apply_allocation(in, one_node("vm", 3), "vm.cluster");
-  ASSERT_TRUE(note.has_value());
-  EXPECT_EQ(*note, "SLURM allocation 42: 3 ranks on vm:3 (cpus 0-1)");
+  const auto use = apply_allocation(in, one_node("vm", 3), "vm.cluster");
+  ASSERT_TRUE(use.has_value());
+  EXPECT_EQ(use->note, "SLURM allocation 42: 3 ranks on vm:3 (cpus 0-1)");
+  EXPECT_FALSE(use->via_srun);
   EXPECT_EQ(in.np, 3);
   const JobPlan plan = make_job_plan(in);
   EXPECT_EQ(plan.size, 3);
@@ -84,7 +86,8 @@ TEST(SlurmPlan, NodeNamedBySlurmdNodenameIsThisMachine) {
   EXPECT_TRUE(make_job_plan(in).nodes[0].local);
 }
 
-TEST(SlurmPlan, RanksOnOtherNodesAreRefusedUntilDaemonsExist) {
+TEST(SlurmPlan, RanksOnOtherNodesStartDaemonsThroughSrun) {
+  // sbatch -N 2 -n 4: the batch script runs on spark1 (SLURMD_NODENAME).
   Allocation a;
   a.job_id = "7";
   a.nodes = {{"spark1", 2}, {"spark2", 2}};
@@ -92,30 +95,64 @@ TEST(SlurmPlan, RanksOnOtherNodesAreRefusedUntilDaemonsExist) {
   a.this_node = "spark1";
   PlanInput in;
   in.is_local = [](const std::string& h) { return is_this_machine(h, "spark1"); };
-  try {
-    apply_allocation(in, a, "spark1");
-    ADD_FAILURE() << "accepted";
-  } catch (const UsageError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("SLURM allocation 7 puts ranks on node(s) spark2"), std::string::npos)
-        << msg;
-    EXPECT_NE(msg.find("srun --mpi=pmix -n 4"), std::string::npos) << msg;
-  }
-  // Ranks that fit on this node alone are fine.
+  const auto use = apply_allocation(in, a, "spark1");
+  ASSERT_TRUE(use.has_value());
+  EXPECT_TRUE(use->via_srun);
+  EXPECT_EQ(use->note,
+            "SLURM allocation 7: 4 ranks on spark1:2,spark2:2; node daemons through srun");
+  EXPECT_EQ(in.np, 4);
+  const JobPlan plan = make_job_plan(in);
+  ASSERT_EQ(plan.nodes.size(), 2u);
+  EXPECT_EQ(plan.nodes[0].host, "spark1");  // SLURM's names: SPARK_HOST, srun -w
+  EXPECT_TRUE(plan.nodes[0].local);         // the batch node runs its daemon directly
+  EXPECT_EQ(plan.nodes[1].host, "spark2");
+  EXPECT_FALSE(plan.nodes[1].local);
+  EXPECT_EQ(plan.nodes[1].ranks, (std::vector<int>{2, 3}));
+
+  // Ranks that fit on this node alone stay a local job (no srun).
   PlanInput two;
   two.np = 2;
-  two.is_local = in.is_local;
-  ASSERT_TRUE(apply_allocation(two, a, "spark1").has_value());
-  const JobPlan plan = make_job_plan(two);
-  ASSERT_EQ(plan.nodes.size(), 1u);
-  EXPECT_EQ(plan.nodes[0].host, "spark1");
+  two.is_local = [](const std::string& h) { return is_this_machine(h, "spark1"); };
+  const auto local = apply_allocation(two, a, "spark1");
+  ASSERT_TRUE(local.has_value());
+  EXPECT_FALSE(local->via_srun);
+  const JobPlan p2 = make_job_plan(two);
+  ASSERT_EQ(p2.nodes.size(), 1u);
+  EXPECT_EQ(p2.nodes[0].host, "spark1");
+  EXPECT_TRUE(p2.nodes[0].local);
+
+  // --map-by node spreads even two ranks over both nodes: srun again.
+  PlanInput spread;
+  spread.np = 2;
+  spread.map_by_node = true;
+  spread.is_local = two.is_local;
+  EXPECT_TRUE(apply_allocation(spread, a, "spark1")->via_srun);
 }
 
-TEST(SlurmPlan, SubmitHostOutsideTheAllocationIsRefused) {
-  // salloc's shell runs on the login node; the allocation is elsewhere.
+TEST(SlurmPlan, SubmitHostOutsideTheAllocationStartsEveryDaemonThroughSrun) {
+  // salloc's shell runs on the login node (no SLURMD_NODENAME); even a node that shares the
+  // login node's host name is started through srun (only that puts it inside the job).
+  Allocation a;
+  a.job_id = "9";
+  a.nodes = {{"login1", 1}, {"spark3", 3}};
+  a.ntasks = 4;
   PlanInput in;
   in.is_local = [](const std::string& h) { return is_this_machine(h, "login1"); };
-  EXPECT_THROW(apply_allocation(in, one_node("spark3", 3), "login1"), UsageError);
+  const auto use = apply_allocation(in, a, "login1");
+  ASSERT_TRUE(use.has_value() && use->via_srun);
+  const JobPlan plan = make_job_plan(in);
+  ASSERT_EQ(plan.nodes.size(), 2u);
+  EXPECT_FALSE(plan.nodes[0].local);
+  EXPECT_FALSE(plan.nodes[1].local);
+  EXPECT_EQ(plan.nodes[1].ranks.size(), 3u);
+}
+
+TEST(SlurmPlan, SrunLaunchAgentIsOneOverlappingTaskPerNode) {
+  const std::string agent = srun_launch_agent();
+  for (const char* word : {"srun ", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist={host}",
+                           "--input=0", "--mpi=none"}) {
+    EXPECT_NE(agent.find(word), std::string::npos) << word << " missing in " << agent;
+  }
 }
 
 }  // namespace

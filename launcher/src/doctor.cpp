@@ -3,15 +3,21 @@
 #include <dlfcn.h>
 #include <hwloc.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
+
+#include "options.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
 #include <infiniband/verbs.h>
@@ -270,45 +276,165 @@ HostFacts gather(const std::string& sysfs) {
   return f;
 }
 
+namespace {
+
+constexpr const char* kHelp =
+    "usage: sparkrun doctor [DOCTOR-OPTIONS] [LAUNCH-OPTIONS]\n"
+    "Read-only checks of an RDMA (RoCE) setup, as one table, exit 0 only when all is well.\n"
+    "\n"
+    "Without LAUNCH-OPTIONS (and outside a SLURM allocation): this host only - RDMA devices\n"
+    "and link state, the RoCE v2 GID per device, interface MTU (9000 expected on a Spark; 1500\n"
+    "is a warning), the locked-memory limit, PMIx / hwloc / rdma-core versions, and\n"
+    "SPARK_IB_HCA / SPARK_LANES / SPARK_IB_GID_INDEX.\n"
+    "\n"
+    "With LAUNCH-OPTIONS (as for a job: -n, --host, --hostfile, --launch-agent, -x, ...; inside\n"
+    "salloc/sbatch the allocation): runs spark_doctor_probe on every rank through sparkrun. The\n"
+    "first rank of each host runs the host checks above; each rank lists its lanes; every pair\n"
+    "of ranks does a timed round trip on every lane pair that shares a subnet - an RDMA WRITE\n"
+    "ping-pong when both ranks have RDMA lanes, else a tcp echo (marked tcp); then one 'reach'\n"
+    "row per pair: the lanes that serve the peer, or the relay when none does.\n"
+    "Table: HOST RANK CHECK LANE PEER RESULT LATENCY DETAIL.\n"
+    "\n"
+    "DOCTOR-OPTIONS:\n"
+    "  --expect-mtu N         interface MTU the fabric should have (default 9000)\n"
+    "  --probe-timeout-ms N   deadline of one round trip test (default 3000); a peer that\n"
+    "                         does not answer in time is a FAIL row\n"
+    "  --iters N              round trips per lane pair (default 16)\n"
+    "  --local                this host only, even inside a SLURM allocation\n"
+    "  --sysfs DIR            read sysfs from DIR (tests)\n"
+    "Exit status: 0 all well; 1 a FAIL or WARN row (or a rank failed); 2 bad options (nothing\n"
+    "started); 127 spark_doctor_probe not found. SPARK_DOCTOR_PROBE overrides its path; it is\n"
+    "looked for in the build tree, then next to sparkrun (the same path on every host).\n"
+    "Example: sparkrun doctor -n 2 --host spark1,spark2\n";
+
+// Launch options that take the next argument as their value (sparkrun's own list).
+bool launch_takes_value(const std::string& a) {
+  for (const char* o : {"-n", "-np", "--np", "-H", "--host", "--hostfile", "--machinefile", "-x",
+                        "--output-dir", "--timeout", "--kill-grace", "--bind-to", "--map-by",
+                        "--topology", "--launch-agent", "--control-net", "--fabric"})
+    if (a == o) return true;
+  return false;
+}
+
+int parse_number(const std::string& opt, const std::string& v, int lo, int hi) {
+  int x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi) {
+    std::fprintf(stderr, "sparkrun doctor: %s '%s' is not a number %d..%d\n", opt.c_str(),
+                 v.c_str(), lo, hi);
+    return -1;
+  }
+  return x;
+}
+
+// The probe program: $SPARK_DOCTOR_PROBE, the build tree's, or next to sparkrun.
+std::string probe_program() {
+  if (const char* p = std::getenv("SPARK_DOCTOR_PROBE"); p && *p) return p;
+#ifdef SPARK_DOCTOR_PROBE_PATH
+  if (fs::exists(SPARK_DOCTOR_PROBE_PATH)) return SPARK_DOCTOR_PROBE_PATH;
+#endif
+  std::error_code ec;
+  auto self = fs::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path() / "spark_doctor_probe").string();
+}
+
+}  // namespace
+
 int doctor_main(int argc, char** argv) {
   std::string sysfs = "/sys";
   int expect_mtu = 9000;
+  std::string probe_timeout = "3000", iters = "16";
+  bool local = false;
+  std::vector<std::string> launch;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::fputs(
-          "usage: sparkrun doctor [--expect-mtu N] [--sysfs DIR]\n"
-          "Read-only checks of this host: RDMA devices and link state, the RoCE v2 GID per "
-          "device,\n"
-          "interface MTU (9000 expected on a Spark; 1500 is a warning), the locked-memory limit,\n"
-          "PMIx / hwloc / rdma-core versions, and SPARK_IB_HCA / SPARK_LANES / "
-          "SPARK_IB_GID_INDEX.\n"
-          "Exit status 0 only when every check is ok.\n",
-          stdout);
+      std::fputs(kHelp, stdout);
       return 0;
     }
-    if ((a == "--expect-mtu" || a == "--sysfs") && i + 1 < argc) {
+    if (a == "--local") {
+      local = true;
+      continue;
+    }
+    if (a == "--expect-mtu" || a == "--sysfs" || a == "--probe-timeout-ms" || a == "--iters") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "sparkrun doctor: %s needs a value (see sparkrun doctor --help)\n",
+                     a.c_str());
+        return 2;
+      }
       std::string v = argv[++i];
       if (a == "--sysfs") {
         sysfs = v;
-        continue;
-      }
-      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), expect_mtu);
-      if (v.empty() || ec != std::errc() || p != v.data() + v.size() || expect_mtu < 256 ||
-          expect_mtu > 65536) {
-        std::fprintf(stderr, "sparkrun doctor: --expect-mtu '%s' is not an MTU (256..65536)\n",
-                     v.c_str());
-        return 2;
+      } else if (a == "--expect-mtu") {
+        if ((expect_mtu = parse_number(a, v, 256, 65536)) < 0) return 2;
+      } else if (a == "--probe-timeout-ms") {
+        if (parse_number(a, v, 10, 600000) < 0) return 2;
+        probe_timeout = v;
+      } else {
+        if (parse_number(a, v, 1, 100000) < 0) return 2;
+        iters = v;
       }
       continue;
     }
-    std::fprintf(stderr, "sparkrun doctor: unknown argument '%s' (see sparkrun doctor --help)\n",
-                 a.c_str());
+    launch.push_back(a);
+    if (launch_takes_value(a) && i + 1 < argc) launch.push_back(argv[++i]);
+  }
+  const bool in_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
+  if (local && !launch.empty()) {
+    std::fprintf(stderr,
+                 "sparkrun doctor: --local checks this host only; it takes no launch "
+                 "options\n");
     return 2;
   }
-  auto rows = evaluate(gather(sysfs), expect_mtu);
-  std::fputs(render(rows).c_str(), stdout);
-  return exit_code(rows);
+  if (launch.empty() && (local || !in_slurm)) {
+    auto rows = evaluate(gather(sysfs), expect_mtu);
+    std::fputs(render(rows).c_str(), stdout);
+    return exit_code(rows);
+  }
+  // The job: refuse bad launch options here, before anything starts.
+  const std::string program = probe_program();
+  {
+    std::vector<std::string> check = launch;
+    check.push_back(program);
+    try {
+      ParseResult pr = parse_options(check);
+      if (pr.action != Action::kRun || pr.options.command.size() != 1) {
+        std::fprintf(stderr,
+                     "sparkrun doctor: unexpected argument in '%s': give launch options only "
+                     "(see sparkrun doctor --help)\n",
+                     [&] {
+                       std::string all;
+                       for (const auto& s : launch) all += (all.empty() ? "" : " ") + s;
+                       return all;
+                     }()
+                         .c_str());
+        return 2;
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sparkrun doctor: %s (see sparkrun doctor --help)\n", e.what());
+      return 2;
+    }
+  }
+  if (::access(program.c_str(), X_OK) != 0) {
+    std::fprintf(stderr,
+                 "sparkrun doctor: probe program %s not found; build target spark_doctor_probe "
+                 "or set SPARK_DOCTOR_PROBE\n",
+                 program.c_str());
+    return 127;
+  }
+  std::vector<std::string> args{"sparkrun"};
+  args.insert(args.end(), launch.begin(), launch.end());
+  for (std::string a :
+       {program, std::string("--expect-mtu"), std::to_string(expect_mtu), std::string("--sysfs"),
+        sysfs, std::string("--probe-timeout-ms"), probe_timeout, std::string("--iters"), iters})
+    args.push_back(a);
+  std::vector<char*> cargs;
+  for (auto& s : args) cargs.push_back(s.data());
+  cargs.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execv("/proc/self/exe", cargs.data());
+  std::fprintf(stderr, "sparkrun doctor: cannot re-run sparkrun: %s\n", std::strerror(errno));
+  return 127;
 }
 
 }  // namespace spark::launch::doctor

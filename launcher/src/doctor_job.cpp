@@ -1,0 +1,318 @@
+#include "doctor_job.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <deque>
+
+#include "spark/error.hpp"
+
+namespace spark::launch::doctor {
+
+namespace {
+
+constexpr char kField = '\x1f';
+
+const char* result_text(Status s) {
+  switch (s) {
+    case Status::ok:
+      return "ok";
+    case Status::warn:
+      return "WARN";
+    case Status::fail:
+      return "FAIL";
+    case Status::info:
+      return "info";
+  }
+  return "?";
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    auto pos = s.find(sep, start);
+    out.push_back(s.substr(start, pos == std::string::npos ? std::string::npos : pos - start));
+    if (pos == std::string::npos) return out;
+    start = pos + 1;
+  }
+}
+
+// Control characters would break the line format (and the terminal): made visible.
+std::string clean(const std::string& s) {
+  std::string out = s;
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return out;
+}
+
+std::string rank_name(const std::vector<RankLanes>& ranks, int r) {
+  return "rank " + std::to_string(r) + " (" + ranks[static_cast<std::size_t>(r)].host + ")";
+}
+
+}  // namespace
+
+JobRow host_row(const std::string& host, int rank, const Row& row) {
+  JobRow j;
+  j.host = host;
+  j.rank = rank;
+  j.check = row.check;
+  j.lane = row.item;
+  j.status = row.status;
+  j.detail = row.detail;
+  return j;
+}
+
+std::string encode_rows(const std::vector<JobRow>& rows) {
+  std::string out;
+  for (const JobRow& r : rows) {
+    out += clean(r.host) + kField + std::to_string(r.rank) + kField + clean(r.check) + kField +
+           clean(r.lane) + kField + clean(r.peer) + kField + result_text(r.status) + kField +
+           clean(r.latency) + kField + clean(r.detail) + '\n';
+  }
+  return out;
+}
+
+std::vector<JobRow> decode_rows(const std::string& text) {
+  std::vector<JobRow> rows;
+  for (const std::string& line : split(text, '\n')) {
+    if (line.empty()) continue;
+    auto f = split(line, kField);
+    if (f.size() != 8) throw Error("doctor: malformed result line from a rank: '" + line + "'");
+    JobRow r;
+    r.host = f[0];
+    auto [p, ec] = std::from_chars(f[1].data(), f[1].data() + f[1].size(), r.rank);
+    if (f[1].empty() || ec != std::errc() || p != f[1].data() + f[1].size() || r.rank < -1)
+      throw Error("doctor: malformed rank '" + f[1] + "' in a result line");
+    r.check = f[2];
+    r.lane = f[3];
+    r.peer = f[4];
+    if (f[5] == "ok")
+      r.status = Status::ok;
+    else if (f[5] == "WARN")
+      r.status = Status::warn;
+    else if (f[5] == "FAIL")
+      r.status = Status::fail;
+    else if (f[5] == "info")
+      r.status = Status::info;
+    else
+      throw Error("doctor: malformed result '" + f[5] + "' in a result line");
+    r.latency = f[6];
+    r.detail = f[7];
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+bool lanes_pair(const fabric::Lane& x, const std::string& hx, const fabric::Lane& y,
+                const std::string& hy) {
+  if (x.ipv4 == y.ipv4) return hx == hy && x.name == y.name;
+  return fabric::same_subnet(x, y);
+}
+
+std::vector<Link> plan_links(const std::vector<RankLanes>& ranks) {
+  std::vector<Link> links;
+  const int n = static_cast<int>(ranks.size());
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      const RankLanes& ra = ranks[static_cast<std::size_t>(a)];
+      const RankLanes& rb = ranks[static_cast<std::size_t>(b)];
+      const bool rdma = !ra.rdma.empty() && !rb.rdma.empty();
+      const auto& la = rdma ? ra.rdma : ra.tcp;
+      const auto& lb = rdma ? rb.rdma : rb.tcp;
+      int index = 0;
+      for (int i = 0; i < static_cast<int>(la.size()); ++i)
+        for (int j = 0; j < static_cast<int>(lb.size()); ++j)
+          if (lanes_pair(la[static_cast<std::size_t>(i)], ra.host, lb[static_cast<std::size_t>(j)],
+                         rb.host))
+            links.push_back({a, b, rdma ? LinkKind::rdma : LinkKind::tcp, i, j, index++});
+    }
+  }
+  return links;
+}
+
+std::vector<std::vector<std::pair<int, int>>> plan_rounds(int size) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  std::vector<std::vector<bool>> busy;
+  for (int a = 0; a < size; ++a)
+    for (int b = a + 1; b < size; ++b) {
+      std::size_t r = 0;
+      while (r < rounds.size() &&
+             (busy[r][static_cast<std::size_t>(a)] || busy[r][static_cast<std::size_t>(b)]))
+        ++r;
+      if (r == rounds.size()) {
+        rounds.emplace_back();
+        busy.emplace_back(static_cast<std::size_t>(size), false);
+      }
+      rounds[r].push_back({a, b});
+      busy[r][static_cast<std::size_t>(a)] = busy[r][static_cast<std::size_t>(b)] = true;
+    }
+  return rounds;
+}
+
+std::string lane_label(const RankLanes& r, LinkKind kind, int lane) {
+  const auto& v = kind == LinkKind::rdma ? r.rdma : r.tcp;
+  const std::string& name = v.at(static_cast<std::size_t>(lane)).name;
+  return kind == LinkKind::rdma ? name : "tcp:" + name;
+}
+
+std::vector<fabric::Lane> combined_lanes(const RankLanes& r) {
+  std::vector<fabric::Lane> out = r.rdma;
+  for (fabric::Lane l : r.tcp) {
+    l.name = "tcp:" + l.name;
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+fabric::FabricMap rank_map(const std::vector<RankLanes>& ranks, const std::vector<Link>& passed) {
+  using fabric::Route;
+  const int n = static_cast<int>(ranks.size());
+  std::vector<std::vector<Route>> routes(static_cast<std::size_t>(n),
+                                         std::vector<Route>(static_cast<std::size_t>(n)));
+  auto at = [&](int a, int b) -> Route& {
+    return routes[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
+  };
+  for (int a = 0; a < n; ++a) at(a, a).kind = Route::Kind::self;
+  for (const Link& l : passed) {
+    const int off_a = l.kind == LinkKind::rdma
+                          ? 0
+                          : static_cast<int>(ranks[static_cast<std::size_t>(l.a)].rdma.size());
+    const int off_b = l.kind == LinkKind::rdma
+                          ? 0
+                          : static_cast<int>(ranks[static_cast<std::size_t>(l.b)].rdma.size());
+    for (auto [x, y, lx, ly] : {std::tuple{l.a, l.b, off_a + l.la, off_b + l.lb},
+                                std::tuple{l.b, l.a, off_b + l.lb, off_a + l.la}}) {
+      Route& r = at(x, y);
+      r.kind = Route::Kind::direct;
+      r.hops = 1;
+      r.lanes.push_back({lx, ly});
+    }
+  }
+  // Relays: breadth-first from each destination over direct links; the first hop is the
+  // lowest-numbered neighbour one step closer (the rule the fabric map uses).
+  for (int dst = 0; dst < n; ++dst) {
+    std::vector<int> dist(static_cast<std::size_t>(n), -1);
+    dist[static_cast<std::size_t>(dst)] = 0;
+    std::deque<int> q{dst};
+    while (!q.empty()) {
+      int v = q.front();
+      q.pop_front();
+      for (int u = 0; u < n; ++u)
+        if (dist[static_cast<std::size_t>(u)] < 0 && at(v, u).kind == Route::Kind::direct) {
+          dist[static_cast<std::size_t>(u)] = dist[static_cast<std::size_t>(v)] + 1;
+          q.push_back(u);
+        }
+    }
+    for (int src = 0; src < n; ++src) {
+      Route& r = at(src, dst);
+      const int d = dist[static_cast<std::size_t>(src)];
+      if (r.kind != Route::Kind::unreachable || d < 0) continue;
+      for (int u = 0; u < n; ++u)
+        if (at(src, u).kind == Route::Kind::direct && dist[static_cast<std::size_t>(u)] == d - 1) {
+          r.kind = Route::Kind::relay;
+          r.via = u;
+          r.hops = d;
+          break;
+        }
+    }
+  }
+  return fabric::FabricMap(std::move(routes));
+}
+
+std::vector<JobRow> reach_rows(const std::vector<RankLanes>& ranks, const fabric::FabricMap& map) {
+  std::vector<JobRow> rows;
+  const int n = map.size();
+  for (int a = 0; a < n; ++a) {
+    const auto lanes_a = combined_lanes(ranks[static_cast<std::size_t>(a)]);
+    for (int b = a + 1; b < n; ++b) {
+      const auto lanes_b = combined_lanes(ranks[static_cast<std::size_t>(b)]);
+      const fabric::Route& r = map.route(a, b);
+      JobRow row;
+      row.host = ranks[static_cast<std::size_t>(a)].host;
+      row.rank = a;
+      row.check = "reach";
+      row.peer = rank_name(ranks, b);
+      switch (r.kind) {
+        case fabric::Route::Kind::direct: {
+          std::string lanes, detail;
+          for (auto lp : r.lanes) {
+            const auto& x = lanes_a[static_cast<std::size_t>(lp.local)];
+            const auto& y = lanes_b[static_cast<std::size_t>(lp.remote)];
+            lanes += (lanes.empty() ? "" : ",") + x.name;
+            detail += (detail.empty() ? "" : " ") + x.name + "(" + fabric::format_ipv4(x.ipv4) +
+                      ")->" + y.name + "(" + fabric::format_ipv4(y.ipv4) + ")";
+          }
+          row.lane = lanes;
+          row.detail = "direct on " + std::to_string(r.lanes.size()) + " lane(s): " + detail;
+          break;
+        }
+        case fabric::Route::Kind::relay:
+          row.status = Status::info;
+          row.detail = "no direct lane: relay via " + rank_name(ranks, r.via) + " (" +
+                       std::to_string(r.hops) + " hops)";
+          break;
+        default:
+          row.status = Status::fail;
+          row.detail =
+              "UNREACHABLE: no lane passed a round trip and no neighbour relays; check the "
+              "cabling, the addresses (one subnet per cable) and SPARK_DATA_NET";
+          break;
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
+std::string format_latency(double us) {
+  char buf[32];
+  if (us < 1000)
+    std::snprintf(buf, sizeof buf, "%.1f us", us);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f ms", us / 1000);
+  return buf;
+}
+
+std::string render_job(const std::vector<JobRow>& rows) {
+  const std::vector<std::string> head = {"HOST", "RANK",   "CHECK",   "LANE",
+                                         "PEER", "RESULT", "LATENCY", "DETAIL"};
+  std::vector<std::vector<std::string>> cells;
+  for (const JobRow& r : rows)
+    cells.push_back({r.host, r.rank < 0 ? "-" : std::to_string(r.rank), r.check, r.lane, r.peer,
+                     result_text(r.status), r.latency, r.detail});
+  std::vector<std::size_t> w(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    w[c] = head[c].size();
+    for (const auto& row : cells) w[c] = std::max(w[c], row[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& v) {
+    std::string out;
+    for (std::size_t c = 0; c < v.size(); ++c) {
+      out += v[c];
+      if (c + 1 < v.size()) out += std::string(w[c] - v[c].size() + 2, ' ');
+    }
+    return out + "\n";
+  };
+  std::string out = line(head);
+  int fails = 0, warns = 0;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    out += line(cells[i]);
+    fails += rows[i].status == Status::fail;
+    warns += rows[i].status == Status::warn;
+  }
+  if (fails == 0 && warns == 0)
+    out += "sparkrun doctor: all well\n";
+  else
+    out += "sparkrun doctor: " + std::to_string(fails) + " problem(s), " + std::to_string(warns) +
+           " warning(s)\n";
+  return out;
+}
+
+int job_exit_code(const std::vector<JobRow>& rows) {
+  for (const JobRow& r : rows)
+    if (r.status == Status::fail || r.status == Status::warn) return 1;
+  return 0;
+}
+
+}  // namespace spark::launch::doctor

@@ -1,0 +1,429 @@
+// spark_doctor_probe: what `sparkrun doctor LAUNCH-OPTIONS` runs on every rank of the job
+// (docs/doctor.md). Each rank:
+//   1. publishes its host, its lanes (RDMA devices with their RoCE v2 GID address; tcp
+//      interfaces, SPARK_DATA_NET selects them) and a listening port per tcp lane;
+//   2. the first rank on each host runs the read-only host checks (doctor::gather/evaluate);
+//   3. every pair of ranks is tested on every lane pair that shares a subnet: an RDMA WRITE
+//      ping-pong over its own RC queue pair when both ranks have RDMA lanes, else a tcp echo
+//      (marked tcp). Pairs run in rounds (no rank twice per round), each round ends with a
+//      fence; every wait has a deadline (--probe-timeout-ms), so a silent peer is a FAIL row;
+//   4. rank 0 collects every rank's rows, adds the per-peer reach rows (direct lanes, or the
+//      relay) and prints one table. Exit 0 only when every row is ok or info.
+//
+//   spark_doctor_probe [--expect-mtu N] [--sysfs DIR] [--probe-timeout-ms N] [--iters N]
+//
+// Test hook: SPARK_DOCTOR_TEST_SILENT_RANK=R makes rank R take part in everything but never
+// answer a round trip (a stand-in for a peer that stopped answering).
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "config/config.hpp"
+#include "doctor.hpp"
+#include "doctor_job.hpp"
+#include "doctor_probe_net.hpp"
+#include "fabric/local_lanes.hpp"
+#include "spark/error.hpp"
+
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+#include "transport/verbs/gid.hpp"
+#include "transport/verbs/handles.hpp"
+#include "transport/verbs/verbs_transport.hpp"
+#endif
+
+namespace {
+
+using namespace spark;
+using namespace spark::launch::doctor;
+using bootstrap::as_bytes;
+using bootstrap::to_string;
+using std::chrono::milliseconds;
+
+struct ProbeOptions {
+  int expect_mtu = 9000;
+  std::string sysfs = "/sys";
+  int timeout_ms = 3000;
+  int iters = 16;
+};
+
+int parse_int(const std::string& v, int lo, int hi, const std::string& what) {
+  int x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi)
+    throw ConfigError(what + " '" + v + "' is not a number " + std::to_string(lo) + ".." +
+                      std::to_string(hi));
+  return x;
+}
+
+ProbeOptions parse_args(int argc, char** argv) {
+  ProbeOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) throw ConfigError("spark_doctor_probe: " + a + " needs a value");
+    std::string v = argv[++i];
+    if (a == "--expect-mtu")
+      o.expect_mtu = parse_int(v, 256, 65536, a);
+    else if (a == "--sysfs")
+      o.sysfs = v;
+    else if (a == "--probe-timeout-ms")
+      o.timeout_ms = parse_int(v, 10, 600000, a);
+    else if (a == "--iters")
+      o.iters = parse_int(v, 1, 100000, a);
+    else
+      throw ConfigError("spark_doctor_probe: unknown option " + a);
+  }
+  return o;
+}
+
+std::string rank_label(int r, const std::string& host) {
+  return "rank " + std::to_string(r) + " (" + host + ")";
+}
+
+// This rank's RDMA lanes: SPARK_LANES (the launcher's binding), else SPARK_IB_HCA, else every
+// device. A named device that cannot be used is a FAIL row; an unnamed one is skipped with an
+// info row (e.g. a second port without a cable).
+struct RdmaSetup {
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+  std::vector<std::unique_ptr<RdmaLane>> lanes;
+#endif
+  std::vector<fabric::Lane> published;
+  std::string source;
+};
+
+RdmaSetup open_rdma(const ProbeOptions& o, const std::string& host, int rank,
+                    std::vector<JobRow>& rows) {
+  RdmaSetup s;
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+  std::vector<std::string> names;
+  bool named = true;
+  for (const char* var : {"SPARK_LANES", "SPARK_IB_HCA"}) {
+    const char* v = std::getenv(var);
+    if (v == nullptr || *v == '\0') continue;
+    try {
+      names = transport::parse_device_list(v, var);
+      s.source = var;
+    } catch (const std::exception& e) {
+      rows.push_back({host, rank, "lanes", "-", "-", Status::fail, "-", e.what()});
+      return s;
+    }
+    break;
+  }
+  if (s.source.empty()) {
+    named = false;
+    s.source = "every active device";
+    verbs::DeviceList list;
+    for (int i = 0; i < list.size(); ++i) names.push_back(ibv_get_device_name(list[i]));
+  }
+  std::optional<std::string> gid_override;
+  if (const char* g = std::getenv("SPARK_IB_GID_INDEX")) gid_override = g;
+  const auto ifaces = fabric::local_lanes({});
+  for (const std::string& name : names) {
+    try {
+      auto lane = open_rdma_lane(name, o.sysfs + "/class/infiniband", gid_override);
+      fabric::Lane l{name, 1, lane->ipv4(), 32};
+      for (const auto& i : ifaces)
+        if (i.ipv4 == l.ipv4) l.prefix = i.prefix;
+      s.published.push_back(l);
+      s.lanes.push_back(std::move(lane));
+    } catch (const std::exception& e) {
+      rows.push_back({host, rank, "lanes", name, "-", named ? Status::fail : Status::info, "-",
+                      std::string(named ? "" : "not used: ") + e.what()});
+    }
+  }
+#else
+  (void)o;
+  (void)host;
+  (void)rank;
+  (void)rows;
+#endif
+  return s;
+}
+
+std::string describe_lanes(const std::vector<fabric::Lane>& lanes) {
+  std::string out;
+  for (const auto& l : lanes)
+    out += (out.empty() ? "" : " ") + l.name + "(" + fabric::format_ipv4(l.ipv4) + "/" +
+           std::to_string(l.prefix) + ")";
+  return out.empty() ? "none" : out;
+}
+
+std::string names(const std::vector<fabric::Lane>& lanes, const std::string& prefix) {
+  std::string out;
+  for (const auto& l : lanes) out += (out.empty() ? "" : ",") + prefix + l.name;
+  return out.empty() ? "-" : out;
+}
+
+std::vector<int> parse_ports(const std::string& p) {
+  std::vector<int> out;
+  if (p.empty()) return out;
+  std::size_t s = 0;
+  for (;;) {
+    auto c = p.find(',', s);
+    out.push_back(parse_int(p.substr(s, c == std::string::npos ? c : c - s), 1, 65535, "port"));
+    if (c == std::string::npos) return out;
+    s = c + 1;
+  }
+}
+
+std::string key_ep(int peer, int index) {
+  return "spark.doctor.ep." + std::to_string(peer) + "." + std::to_string(index);
+}
+
+int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap* boot,
+          std::vector<JobRow>& rows);
+
+int run(int argc, char** argv) {
+  const ProbeOptions o = parse_args(argc, argv);
+  const auto cfg = config::Config::from_environment();
+  auto boot = bootstrap::make_bootstrap(cfg);
+  std::vector<JobRow> rows;
+  try {
+    return probe(o, cfg, boot.get(), rows);
+  } catch (const std::exception& e) {
+    // A rank that died or stopped, or a fence that timed out: rank 0 shows what it has and
+    // the reason as a FAIL row; the group abort ends every rank (never a hang).
+    const std::string msg = "rank " + std::to_string(boot->rank()) + ": doctor: " + e.what();
+    if (boot->rank() == 0) {
+      rows.push_back({boot->node_id(), 0, "job", "-", "-", Status::fail, "-", e.what()});
+      std::cout << render_job(rows) << std::flush;
+    }
+    boot->abort(1, msg);
+  }
+  return 1;
+}
+
+int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap* boot,
+          std::vector<JobRow>& rows) {
+  const int rank = boot->rank(), size = boot->size();
+  const std::string host = boot->node_id();
+  const milliseconds probe_timeout(o.timeout_ms);
+  const milliseconds fence_timeout(std::max<std::uint32_t>(cfg.timeout_ms(), 10000) +
+                                   static_cast<std::uint32_t>(o.timeout_ms));
+  int silent = -1;
+  if (const char* s = std::getenv("SPARK_DOCTOR_TEST_SILENT_RANK"); s && *s)
+    silent = parse_int(s, 0, 1 << 20, "SPARK_DOCTOR_TEST_SILENT_RANK");
+
+  // Each rank's lanes. tcp: SPARK_DATA_NET's interfaces, else every up IPv4 interface; when a
+  // host has none, loopback (ranks of one host can still reach each other).
+  RdmaSetup rdma = open_rdma(o, host, rank, rows);
+  const char* nets_env = std::getenv("SPARK_DATA_NET");
+  auto tcp_lanes =
+      fabric::local_lanes(fabric::parse_nets(nets_env ? nets_env : "", "SPARK_DATA_NET"));
+  if (tcp_lanes.empty()) tcp_lanes.push_back({"lo", 1, 0x7f000001u, 8});
+  std::vector<std::unique_ptr<TcpListener>> listeners;
+  std::string ports;
+  for (const auto& l : tcp_lanes) {
+    listeners.push_back(std::make_unique<TcpListener>(l));
+    ports += (ports.empty() ? "" : ",") + std::to_string(listeners.back()->port());
+  }
+  boot->put("spark.doctor.host", as_bytes(host));
+  boot->put("spark.doctor.rdma", as_bytes(fabric::encode_lanes(rdma.published)));
+  boot->put("spark.doctor.tcp", as_bytes(fabric::encode_lanes(tcp_lanes)));
+  boot->put("spark.doctor.ports", as_bytes(ports));
+  boot->commit();
+  boot->fence(fence_timeout);
+
+  std::vector<RankLanes> ranks(static_cast<std::size_t>(size));
+  std::vector<std::vector<int>> tcp_ports(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    auto& rl = ranks[static_cast<std::size_t>(r)];
+    rl.host = to_string(boot->get(r, "spark.doctor.host"));
+    rl.rdma = fabric::decode_lanes(to_string(boot->get(r, "spark.doctor.rdma")));
+    rl.tcp = fabric::decode_lanes(to_string(boot->get(r, "spark.doctor.tcp")));
+    tcp_ports[static_cast<std::size_t>(r)] =
+        parse_ports(to_string(boot->get(r, "spark.doctor.ports")));
+  }
+
+  // Host checks, once per host (its first rank).
+  int first_on_host = rank;
+  for (int r = 0; r < rank; ++r)
+    if (ranks[static_cast<std::size_t>(r)].host == host) {
+      first_on_host = r;
+      break;
+    }
+  if (first_on_host == rank) {
+    std::vector<JobRow> host_rows;
+    for (const Row& r : evaluate(gather(o.sysfs), o.expect_mtu))
+      host_rows.push_back(host_row(host, rank, r));
+    rows.insert(rows.begin(), host_rows.begin(), host_rows.end());
+  }
+  rows.push_back({host, rank, "lanes", names(rdma.published, ""), "-",
+                  rdma.published.empty() ? Status::info : Status::ok, "-",
+                  rdma.published.empty()
+                      ? "no RDMA lane: round trips run over tcp: " + describe_lanes(tcp_lanes)
+                      : "RDMA (" + rdma.source + "): " + describe_lanes(rdma.published)});
+
+  const std::vector<Link> links = plan_links(ranks);
+  // RDMA links: one RC queue pair per link end, endpoints through the bootstrap.
+  std::map<std::pair<int, int>, std::string> setup_error;  // (peer, index) -> error
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+  std::map<std::pair<int, int>, std::unique_ptr<RdmaLink>> rlinks;
+  std::uint64_t wr = 1;
+  for (const Link& l : links) {
+    if (l.kind != LinkKind::rdma || (l.a != rank && l.b != rank)) continue;
+    const int peer = l.a == rank ? l.b : l.a;
+    const int mine = l.a == rank ? l.la : l.lb;
+    std::string value;
+    try {
+      auto link = std::make_unique<RdmaLink>(*rdma.lanes[static_cast<std::size_t>(mine)],
+                                             static_cast<std::uint32_t>(o.timeout_ms), wr++);
+      auto ep = link->endpoint();
+      value.assign(reinterpret_cast<const char*>(ep.data()), ep.size());
+      rlinks[{peer, l.index}] = std::move(link);
+    } catch (const std::exception& e) {
+      setup_error[{peer, l.index}] = e.what();
+      value = std::string("ERR:") + e.what();
+    }
+    boot->put(key_ep(peer, l.index), as_bytes(value));
+  }
+  boot->commit();
+  boot->fence(fence_timeout);
+  for (auto& [k, link] : rlinks) {
+    auto remote = to_string(boot->get(k.first, key_ep(rank, k.second)));
+    try {
+      if (remote.rfind("ERR:", 0) == 0)
+        throw Error(rank_label(k.first, ranks[static_cast<std::size_t>(k.first)].host) +
+                    " could not set up its end: " + remote.substr(4));
+      link->connect(as_bytes(remote), k.first);
+    } catch (const std::exception& e) {
+      setup_error[k] = e.what();
+    }
+  }
+  boot->fence(fence_timeout);  // every QP is at RTS before the first write
+#endif
+
+  // Rounds: each rank tests one peer at a time; the lower rank initiates and reports.
+  std::string passed;
+  const auto rounds = plan_rounds(size);
+  for (const auto& round : rounds) {
+    for (auto [a, b] : round) {
+      if (a != rank && b != rank) continue;
+      const int peer = a == rank ? b : a;
+      const auto& pr = ranks[static_cast<std::size_t>(peer)];
+      for (const Link& l : links) {
+        if (l.a != a || l.b != b) continue;
+        // "rxe0->rxe1" / "tcp:eth0->eth0"
+        const auto& rb = ranks[static_cast<std::size_t>(b)];
+        const std::string lane =
+            lane_label(ranks[static_cast<std::size_t>(a)], l.kind, l.la) + "->" +
+            (l.kind == LinkKind::rdma ? rb.rdma : rb.tcp)[static_cast<std::size_t>(l.lb)].name;
+        const std::string who = rank_label(peer, pr.host) + " on lane " + lane;
+        auto err = setup_error.find({peer, l.index});
+        if (rank == b) {  // responder
+          if (rank == silent || err != setup_error.end()) {
+            if (err != setup_error.end())
+              rows.push_back({host, rank, "rdma write", lane, rank_label(a, pr.host), Status::fail,
+                              "-", err->second});
+            continue;
+          }
+          if (l.kind == LinkKind::tcp)
+            tcp_respond(*listeners[static_cast<std::size_t>(l.lb)], o.iters, probe_timeout);
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+          else
+            rlinks.at({peer, l.index})->respond(o.iters, probe_timeout);
+#endif
+          continue;
+        }
+        TripResult res;
+        if (err != setup_error.end()) {
+          res.error = err->second;
+        } else if (l.kind == LinkKind::tcp) {
+          const auto& to = pr.tcp[static_cast<std::size_t>(l.lb)];
+          res = tcp_initiate(
+              tcp_lanes[static_cast<std::size_t>(l.la)], to.ipv4,
+              tcp_ports[static_cast<std::size_t>(peer)][static_cast<std::size_t>(l.lb)], o.iters,
+              static_cast<std::uint64_t>(l.index), probe_timeout, who);
+        } else {
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+          res = rlinks.at({peer, l.index})->initiate(o.iters, probe_timeout, who);
+#endif
+        }
+        JobRow row{host,
+                   rank,
+                   l.kind == LinkKind::rdma ? "rdma write" : "tcp round trip",
+                   lane,
+                   rank_label(peer, pr.host),
+                   res.error.empty() ? Status::ok : Status::fail,
+                   res.error.empty() ? format_latency(res.median_us) : "-",
+                   res.error};
+        if (res.error.empty()) {
+          row.detail = "median of " + std::to_string(res.done) + " round trips (min " +
+                       format_latency(res.min_us) + ", max " + format_latency(res.max_us) + ")";
+          passed +=
+              std::to_string(l.a) + ":" + std::to_string(l.b) + ":" + std::to_string(l.index) + ";";
+        }
+        rows.push_back(std::move(row));
+      }
+    }
+    boot->fence(fence_timeout + probe_timeout * static_cast<int>(links.size()));
+  }
+
+  boot->put("spark.doctor.rows", as_bytes(encode_rows(rows)));
+  boot->put("spark.doctor.passed", as_bytes(passed));
+  boot->commit();
+  boot->fence(fence_timeout);
+  int code = 0;
+  if (rank == 0) {
+    std::vector<JobRow> all;
+    std::set<std::tuple<int, int, int>> ok;
+    for (int r = 0; r < size; ++r) {
+      auto more = decode_rows(to_string(boot->get(r, "spark.doctor.rows")));
+      all.insert(all.end(), more.begin(), more.end());
+      auto p = to_string(boot->get(r, "spark.doctor.passed"));
+      for (std::size_t i = 0; i < p.size();) {
+        int a = 0, b = 0, idx = 0;
+        if (std::sscanf(p.c_str() + i, "%d:%d:%d;", &a, &b, &idx) != 3) break;
+        ok.insert({a, b, idx});
+        i = p.find(';', i) + 1;
+      }
+    }
+    std::vector<Link> good;
+    for (const Link& l : links)
+      if (ok.count({l.a, l.b, l.index})) good.push_back(l);
+    if (size > 1) {
+      auto reach = reach_rows(ranks, rank_map(ranks, good));
+      all.insert(all.end(), reach.begin(), reach.end());
+    }
+    // Sections: host checks, lanes, round trips, reach (stable within each).
+    auto section = [](const JobRow& r) {
+      if (r.check == "lanes") return 1;
+      if (r.check == "rdma write" || r.check == "tcp round trip") return 2;
+      if (r.check == "reach") return 3;
+      return 0;
+    };
+    std::stable_sort(all.begin(), all.end(),
+                     [&](const JobRow& x, const JobRow& y) { return section(x) < section(y); });
+    std::cout << "sparkrun doctor: " << size << " rank(s), " << links.size() << " link(s)"
+              << (links.empty() ? "" : ", round trips of " + std::to_string(o.iters) + " x 8 bytes")
+              << "\n"
+              << render_job(all) << std::flush;
+    code = job_exit_code(all);
+  }
+  boot->fence(fence_timeout);  // rank 0 has read everything before anyone leaves
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const ConfigError& e) {
+    std::cerr << "spark_doctor_probe: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "spark_doctor_probe: " << e.what() << "\n";
+    return 1;
+  }
+}

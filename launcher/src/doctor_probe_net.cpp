@@ -1,0 +1,309 @@
+#include "doctor_probe_net.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "spark/error.hpp"
+
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+#include "transport/verbs/qp.hpp"
+#include "transport/verbs/verbs_error.hpp"
+#endif
+
+namespace spark::launch::doctor {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+int ms_left(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() <= 0 ? 0 : static_cast<int>(left.count());
+}
+
+long long ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+// Moves `n` bytes in or out of a non-blocking socket before `deadline`; "" or the reason.
+std::string io_all(int fd, char* p, std::size_t n, bool out, Clock::time_point deadline) {
+  std::size_t done = 0;
+  while (done < n) {
+    ssize_t k =
+        out ? ::send(fd, p + done, n - done, MSG_NOSIGNAL) : ::recv(fd, p + done, n - done, 0);
+    if (k > 0) {
+      done += static_cast<std::size_t>(k);
+      continue;
+    }
+    if (k == 0) return "connection closed by the peer";
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return std::strerror(errno);
+    pollfd pfd{fd, static_cast<short>(out ? POLLOUT : POLLIN), 0};
+    int left = ms_left(deadline);
+    if (left == 0 || ::poll(&pfd, 1, left) == 0) return "timeout";
+  }
+  return "";
+}
+
+}  // namespace
+
+void summarise(TripResult& r, std::vector<double> s) {
+  r.done = static_cast<int>(s.size());
+  if (s.empty()) return;
+  std::sort(s.begin(), s.end());
+  r.min_us = s.front();
+  r.max_us = s.back();
+  r.median_us = s[s.size() / 2];
+}
+
+TcpListener::TcpListener(const fabric::Lane& lane) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(lane.ipv4);
+  socklen_t len = sizeof a;
+  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_, 64) != 0 ||
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    std::string why = std::strerror(errno);
+    if (fd_ >= 0) ::close(fd_);
+    throw Error("doctor: cannot listen on lane " + lane.name + " (" +
+                fabric::format_ipv4(lane.ipv4) + "): " + why);
+  }
+  port_ = ntohs(a.sin_port);
+}
+
+TcpListener::~TcpListener() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, int iters,
+                        std::uint64_t tag, std::chrono::milliseconds timeout,
+                        const std::string& who) {
+  TripResult r;
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + timeout;
+  auto fail = [&](const std::string& what) {
+    r.error = what + " (" + who + ", after " + std::to_string(ms_since(t0)) + " ms, timeout " +
+              std::to_string(timeout.count()) + " ms)";
+    return r;
+  };
+  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (s.fd < 0) return fail(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  local.sin_addr.s_addr = htonl(from.ipv4);
+  if (::bind(s.fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0)
+    return fail("cannot bind to " + fabric::format_ipv4(from.ipv4) + ": " + std::strerror(errno));
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_port = htons(static_cast<std::uint16_t>(port));
+  remote.sin_addr.s_addr = htonl(ipv4);
+  if (::connect(s.fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0) {
+    if (errno != EINPROGRESS)
+      return fail("connect to " + fabric::format_ipv4(ipv4) + ":" + std::to_string(port) +
+                  " failed: " + std::strerror(errno));
+    pollfd pfd{s.fd, POLLOUT, 0};
+    int left = ms_left(deadline);
+    if (left == 0 || ::poll(&pfd, 1, left) != 1)
+      return fail("no connection to " + fabric::format_ipv4(ipv4) + ":" + std::to_string(port));
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0)
+      return fail("connect to " + fabric::format_ipv4(ipv4) + ":" + std::to_string(port) +
+                  " failed: " + std::strerror(err));
+  }
+  int one = 1;
+  ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<double> samples;
+  for (int k = 1; k <= iters; ++k) {
+    std::uint64_t msg[2] = {tag, static_cast<std::uint64_t>(k)}, back[2] = {0, 0};
+    auto t = Clock::now();
+    std::string e = io_all(s.fd, reinterpret_cast<char*>(msg), sizeof msg, true, deadline);
+    if (e.empty()) e = io_all(s.fd, reinterpret_cast<char*>(back), sizeof back, false, deadline);
+    if (e == "timeout")
+      return fail("no answer, round trip " + std::to_string(k) + " of " + std::to_string(iters));
+    if (!e.empty()) return fail(e + ", round trip " + std::to_string(k));
+    if (back[0] != msg[0] || back[1] != msg[1]) return fail("wrong echo");
+    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
+  }
+  summarise(r, std::move(samples));
+  return r;
+}
+
+std::string tcp_respond(const TcpListener& listener, int iters, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  int c = -1;
+  while (c < 0) {
+    c = ::accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c >= 0) break;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return std::string("accept: ") + std::strerror(errno);
+    pollfd pfd{listener.fd(), POLLIN, 0};
+    int left = ms_left(deadline);
+    if (left == 0 || ::poll(&pfd, 1, left) == 0) return "no connection from the initiator";
+  }
+  Fd s(c);
+  int one = 1;
+  ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  for (int k = 1; k <= iters; ++k) {
+    char msg[16];
+    std::string e = io_all(s.fd, msg, sizeof msg, false, deadline);
+    if (e.empty()) e = io_all(s.fd, msg, sizeof msg, true, deadline);
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+
+std::uint32_t RdmaLane::ipv4() const noexcept {
+  const auto& g = gid.gid;
+  return (std::uint32_t{g[12]} << 24) | (std::uint32_t{g[13]} << 16) | (std::uint32_t{g[14]} << 8) |
+         std::uint32_t{g[15]};
+}
+
+std::unique_ptr<RdmaLane> open_rdma_lane(const std::string& device, const std::string& ib_root,
+                                         const std::optional<std::string>& gid_override) {
+  auto l = std::make_unique<RdmaLane>();
+  l->name = device;
+  l->ctx = verbs::open_device(device);
+  verbs::PortInfo port = verbs::query_port(l->ctx, 1);
+  if (port.state != IBV_PORT_ACTIVE)
+    throw Error("port 1 of " + device + " is " + ibv_port_state_str(port.state) +
+                ", not ACTIVE: check the cable and `ip link set <netdev> up`");
+  l->mtu = verbs::mtu_bytes(port.active_mtu);
+  l->gid = verbs::select_gid(ib_root, device, 1, gid_override);
+  l->pd = verbs::alloc_pd(l->ctx);
+  l->cq = verbs::create_cq(l->ctx, 64);
+  return l;
+}
+
+RdmaLink::RdmaLink(RdmaLane& lane, std::uint32_t timeout_ms, std::uint64_t wr_id)
+    : lane_(lane), wr_id_(wr_id), timeouts_(verbs::qp_timeouts(timeout_ms)) {
+  buf_ = std::aligned_alloc(4096, 4096);
+  if (buf_ == nullptr) throw Error("doctor: out of memory for an RDMA buffer");
+  std::memset(buf_, 0, 4096);
+  mr_ = verbs::register_memory(lane.pd, buf_, 4096);
+  qp_ = verbs::create_rc_qp(lane.pd, lane.cq, 4);
+  local_.device = lane.name;
+  local_.port = 1;
+  local_.gid_index = static_cast<std::uint32_t>(lane.gid.index);
+  local_.gid = lane.gid.gid;
+  local_.qpn = qp_->qp_num;
+  local_.psn = verbs::random_psn();
+  local_.mtu = static_cast<std::uint32_t>(lane.mtu);
+  local_.addr = reinterpret_cast<std::uintptr_t>(buf_);
+  local_.bytes = 64;
+  local_.rkey = mr_->rkey;
+}
+
+RdmaLink::~RdmaLink() {
+  qp_.reset();
+  mr_.reset();
+  std::free(buf_);
+}
+
+std::vector<std::byte> RdmaLink::endpoint() const {
+  return verbs::serialize(local_);
+}
+
+void RdmaLink::connect(std::span<const std::byte> remote, int peer) {
+  remote_ = verbs::deserialize(remote);
+  verbs::connect_rc_qp(qp_, local_, remote_, peer, timeouts_);
+}
+
+std::uint64_t RdmaLink::received() const noexcept {
+  return std::atomic_ref<std::uint64_t>(*static_cast<std::uint64_t*>(buf_))
+      .load(std::memory_order_acquire);
+}
+
+std::string RdmaLink::write(std::uint64_t value, Clock::time_point deadline) {
+  auto* out = static_cast<std::uint64_t*>(buf_) + 8;
+  *out = value;
+  int rc = verbs::post_write(qp_.get(), wr_id_, out, 8, mr_->lkey, remote_.addr, remote_.rkey, true,
+                             true);
+  if (rc != 0) return verbs::call_failed("ibv_post_send", lane_.name, rc);
+  for (;;) {
+    ibv_wc wc[4];
+    int n = ibv_poll_cq(lane_.cq.get(), 4, wc);
+    if (n < 0) return verbs::call_failed("ibv_poll_cq", lane_.name, EIO);
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].wr_id != wr_id_) continue;  // a late completion of an earlier, failed test
+      if (wc[i].status != IBV_WC_SUCCESS)
+        return "RDMA write failed: " + verbs::completion_error(wc[i]);
+      return "";
+    }
+    if (Clock::now() >= deadline) return "timeout";
+    ::sched_yield();
+  }
+}
+
+TripResult RdmaLink::initiate(int iters, std::chrono::milliseconds timeout,
+                              const std::string& who) {
+  TripResult r;
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + timeout;
+  auto fail = [&](const std::string& what) {
+    r.error = what + " (" + who + ", after " + std::to_string(ms_since(t0)) + " ms, timeout " +
+              std::to_string(timeout.count()) + " ms)";
+    return r;
+  };
+  std::vector<double> samples;
+  for (int k = 1; k <= iters; ++k) {
+    const auto t = Clock::now();
+    std::string e = write(static_cast<std::uint64_t>(k), deadline);
+    if (e == "timeout")
+      return fail("no write completion, round trip " + std::to_string(k) + " of " +
+                  std::to_string(iters));
+    if (!e.empty()) return fail(e + ", round trip " + std::to_string(k));
+    while (received() != static_cast<std::uint64_t>(k)) {
+      if (Clock::now() >= deadline)
+        return fail("no answer, round trip " + std::to_string(k) + " of " + std::to_string(iters));
+      ::sched_yield();
+    }
+    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
+  }
+  summarise(r, std::move(samples));
+  return r;
+}
+
+std::string RdmaLink::respond(int iters, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (int k = 1; k <= iters; ++k) {
+    while (received() != static_cast<std::uint64_t>(k)) {
+      if (Clock::now() >= deadline) return "no write from the initiator";
+      ::sched_yield();
+    }
+    std::string e = write(static_cast<std::uint64_t>(k), deadline);
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
+#endif
+
+}  // namespace spark::launch::doctor

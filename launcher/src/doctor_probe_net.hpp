@@ -1,0 +1,108 @@
+// The round trips of `sparkrun doctor`'s probe: a tcp echo between two lanes, and an RDMA
+// WRITE ping-pong over one RC queue pair (the verbs layer of libspark/src/transport/verbs).
+// Every wait has a deadline: a peer that does not answer is an error string, never a hang.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fabric/fabric_map.hpp"
+
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+#include "transport/verbs/endpoint.hpp"
+#include "transport/verbs/gid.hpp"
+#include "transport/verbs/handles.hpp"
+#include "transport/verbs/limits.hpp"
+#endif
+
+namespace spark::launch::doctor {
+
+/// What one side of a round trip test saw. `error` empty = every round trip came back.
+struct TripResult {
+  int done = 0;  ///< round trips completed
+  double min_us = 0, median_us = 0, max_us = 0;
+  std::string error;
+};
+
+/// Fills min/median/max from the measured round trips (microseconds).
+void summarise(TripResult& r, std::vector<double> samples_us);
+
+/// A listening tcp socket on one lane's address (ephemeral port).
+class TcpListener {
+ public:
+  explicit TcpListener(const fabric::Lane& lane);
+  ~TcpListener();
+  TcpListener(const TcpListener&) = delete;
+  TcpListener& operator=(const TcpListener&) = delete;
+  int port() const noexcept { return port_; }
+  int fd() const noexcept { return fd_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+/// Initiator: connects from `from` (bound to its address) to ipv4:port and times `iters`
+/// 16-byte echoes tagged with `tag`. `who` names the peer and lane in errors.
+TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, int iters,
+                        std::uint64_t tag, std::chrono::milliseconds timeout,
+                        const std::string& who);
+/// Responder: accepts one connection on `listener` and echoes `iters` messages, all within
+/// `timeout`. Returns "" or what went wrong (the initiator reports the failure).
+std::string tcp_respond(const TcpListener& listener, int iters, std::chrono::milliseconds timeout);
+
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+/// One opened RDMA lane: device context, protection domain, completion queue, chosen GID.
+/// Members in creation order: C++ destroys them in reverse.
+struct RdmaLane {
+  std::string name;
+  verbs::Context ctx;
+  verbs::ProtectionDomain pd;
+  verbs::CompletionQueue cq;
+  verbs::GidChoice gid;
+  int mtu = 0;                          ///< active path MTU in bytes
+  std::uint32_t ipv4() const noexcept;  ///< the IPv4 inside the RoCE v2 GID
+};
+
+/// Opens `device` (port 1 must be ACTIVE) and chooses its RoCE v2 GID from `ib_root`
+/// (sysfs class/infiniband). Throws with the reason.
+std::unique_ptr<RdmaLane> open_rdma_lane(const std::string& device, const std::string& ib_root,
+                                         const std::optional<std::string>& gid_override);
+
+/// One RC queue pair towards one peer lane, with its own small registered buffer: the peer
+/// writes into word 0, this side writes out of word 8 (64 bytes on). Destroy before its lane.
+class RdmaLink {
+ public:
+  RdmaLink(RdmaLane& lane, std::uint32_t timeout_ms, std::uint64_t wr_id);
+  ~RdmaLink();
+  RdmaLink(const RdmaLink&) = delete;
+  RdmaLink& operator=(const RdmaLink&) = delete;
+
+  /// This side's endpoint, serialised for the bootstrap.
+  std::vector<std::byte> endpoint() const;
+  /// Brings the QP to RTS towards the peer's serialised endpoint (throws: MTU mismatch, ...).
+  void connect(std::span<const std::byte> remote, int peer);
+  TripResult initiate(int iters, std::chrono::milliseconds timeout, const std::string& who);
+  std::string respond(int iters, std::chrono::milliseconds timeout);
+
+ private:
+  // Posts one 8-byte write of `value` and waits for its completion; "" or the error.
+  std::string write(std::uint64_t value, std::chrono::steady_clock::time_point deadline);
+  std::uint64_t received() const noexcept;
+
+  RdmaLane& lane_;
+  std::uint64_t wr_id_;
+  verbs::QpTimeouts timeouts_;
+  void* buf_ = nullptr;  // 4 KiB, page aligned (freed in the destructor, after mr_)
+  verbs::MemoryRegion mr_;
+  verbs::QueuePair qp_;
+  verbs::Endpoint local_, remote_;
+};
+#endif
+
+}  // namespace spark::launch::doctor

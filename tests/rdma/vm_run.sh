@@ -3,11 +3,18 @@
 # own kernel with Soft-RoCE (rdma_rxe), so that verbs code paths run for real on a host whose
 # kernel has no RDMA. See docs/roce.md and tests/rdma/README.md.
 #
-#   vm_run.sh [--cache DIR] [--work DIR] [--timeout S] [--lanes N] [--bin FILE]... SCRIPT
+#   vm_run.sh [--cache DIR] [--work DIR] [--timeout S] [--lanes N] [--mtu M] [--bin FILE]...
+#             [--nic listen:PORT|connect:PORT]... [--node N] [--smp N] [--mem MB]
+#             [--build-only | --initrd FILE] SCRIPT
 #
 # SCRIPT is a /bin/sh script run inside the VM as /test.sh with every --bin FILE in /bin.
 # Devices inside: dummy netdev dN (10.50.N.1/24, MTU --mtu, default 9000 as on a Spark) with
-# rxe device rxeN, N = 0..lanes-1.
+# rxe device rxeN, N = 0..lanes-1 (--lanes 0: none).
+# --nic adds an e1000 NIC joined to another VM by a qemu socket on 127.0.0.1:PORT (one VM
+# listens, the other connects; vm_pair.sh does both). NIC K is ethK with 10.60.K.NODE/24 and
+# rxe device rxe(lanes+K); NODE is --node (default 1), also in /etc/spark_node.
+# --build-only builds the initramfs (with e1000) and prints its path; --initrd boots a built
+# one (two VMs of a pair share one initramfs: the node number comes from the kernel command line).
 # Exit code: the script's exit code as printed by the VM's verdict marker; 3 when the VM
 # printed no verdict (crash, timeout); 4 for a harness error (download, build).
 set -euo pipefail
@@ -18,6 +25,12 @@ timeout_s=170
 lanes=1
 mtu=9000
 bins=()
+nics=()
+node=1
+smp=2
+mem=2048
+build_only=0
+initrd=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --cache) cache=$2; shift 2 ;;
@@ -26,6 +39,12 @@ while [[ $# -gt 0 ]]; do
     --lanes) lanes=$2; shift 2 ;;
     --mtu) mtu=$2; shift 2 ;;
     --bin) bins+=("$2"); shift 2 ;;
+    --nic) nics+=("$2"); shift 2 ;;
+    --node) node=$2; shift 2 ;;
+    --smp) smp=$2; shift 2 ;;
+    --mem) mem=$2; shift 2 ;;
+    --build-only) build_only=1; shift ;;
+    --initrd) initrd=$2; shift 2 ;;
     -*) echo "vm_run: unknown option $1" >&2; exit 4 ;;
     *) break ;;
   esac
@@ -33,7 +52,12 @@ done
 [[ $# -eq 1 ]] || { echo "vm_run: usage: vm_run.sh [options] SCRIPT" >&2; exit 4; }
 script=$1
 [[ -r "$script" ]] || { echo "vm_run: cannot read $script" >&2; exit 4; }
-[[ "$lanes" =~ ^[1-4]$ ]] || { echo "vm_run: --lanes must be 1..4" >&2; exit 4; }
+[[ "$lanes" =~ ^[0-4]$ ]] || { echo "vm_run: --lanes must be 0..4" >&2; exit 4; }
+[[ "$node" =~ ^[1-9][0-9]?$ ]] || { echo "vm_run: --node must be 1..99" >&2; exit 4; }
+[[ "$smp" =~ ^[1-4]$ && "$mem" =~ ^[0-9]+$ ]] || { echo "vm_run: bad --smp or --mem" >&2; exit 4; }
+for n in "${nics[@]}"; do
+  [[ "$n" =~ ^(listen|connect):[0-9]+$ ]] || { echo "vm_run: --nic $n: expected listen:PORT or connect:PORT" >&2; exit 4; }
+done
 [[ "$mtu" =~ ^[0-9]+$ ]] || { echo "vm_run: --mtu must be a number" >&2; exit 4; }
 
 die() { echo "vm_run: $*" >&2; exit 4; }
@@ -71,6 +95,11 @@ flock -u 9
 if [[ -z "$work" ]]; then work=$(mktemp -d /tmp/sparkvm.XXXXXX); trap 'rm -rf "$work"' EXIT; fi
 mkdir -p "$work" && work=$(cd "$work" && pwd)
 root="$work/root"
+with_e1000=0
+if [[ ${#nics[@]} -gt 0 || $build_only -eq 1 ]]; then with_e1000=1; fi
+if [[ -n "$initrd" ]]; then
+  [[ -r "$initrd" ]] || die "cannot read --initrd $initrd"
+else
 rm -rf "$root"
 mkdir -p "$root"/{bin,sbin,etc,proc,sys,dev,tmp,run,lib/modules,usr/lib,etc/libibverbs.d}
 for a in $("$busybox_bin" --list); do
@@ -80,7 +109,9 @@ done
 # Modules in load order (rdma_rxe needs crc32 at run time but does not declare it).
 modlist="$work/modules.txt"
 : >"$modlist"
-for m in crc32_generic rdma_rxe dummy; do
+mods="crc32_generic rdma_rxe dummy"
+[[ $with_e1000 -eq 1 ]] && mods="$mods e1000"
+for m in $mods; do
   modprobe -d "$kdir" -S "$kver" --show-depends "$m" | awk '$1=="insmod"{print $2}' >>"$modlist" ||
     die "modprobe --show-depends $m failed"
 done
@@ -153,6 +184,18 @@ while [ \$i -lt $lanes ]; do
   /usr/sbin/rdma link add rxe\$i type rxe netdev d\$i
   i=\$((i+1))
 done
+node=\$(sed -n 's/.*spark_node=\([0-9]*\).*/\1/p' /proc/cmdline)
+echo "\${node:-1}" >/etc/spark_node
+k=0
+for nic in /sys/class/net/eth*; do
+  [ -e "\$nic" ] || break
+  e=\${nic##*/}
+  /usr/sbin/ip link set \$e mtu $mtu
+  /usr/sbin/ip addr add 10.60.\$k.\${node:-1}/24 dev \$e
+  /usr/sbin/ip link set \$e up
+  /usr/sbin/rdma link add rxe\$((i+k)) type rxe netdev \$e
+  k=\$((k+1))
+done
 echo "SPARK_VM_READY"
 cd /tmp
 /bin/sh /test.sh
@@ -164,14 +207,28 @@ INIT
 chmod +x "$root/init"
 
 (cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$work/initrd.cpio.gz"
+initrd="$work/initrd.cpio.gz"
+rm -rf "$root"  # the cpio archive is all qemu needs
+fi
+if [[ $build_only -eq 1 ]]; then
+  echo "$initrd"
+  exit 0
+fi
+netargs=(-nic none)
+for k in "${!nics[@]}"; do
+  mode=${nics[$k]%%:*} port=${nics[$k]#*:}
+  netargs+=(-netdev "socket,id=n$k,$mode=127.0.0.1:$port"
+    -device "e1000,netdev=n$k,mac=52:54:00:5a:$(printf %02x "$node"):$(printf %02x "$k")")
+done
 
 # --- 3. boot ------------------------------------------------------------------------------
 log="$work/console.log"
 echo "vm_run: booting $kver (tcg), console log $log" >&2
 set +e
-timeout -k 5 "$timeout_s" qemu-system-x86_64 -accel tcg -m 2048 -smp 2 -nographic -no-reboot \
-  -nic none -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$work/initrd.cpio.gz" \
-  -append "console=ttyS0 quiet panic=-1 oops=panic" </dev/null 2>&1 | tee "$log" | tr -d '\r'
+timeout -k 5 "$timeout_s" qemu-system-x86_64 -accel tcg -m "$mem" -smp "$smp" -nographic \
+  -no-reboot "${netargs[@]}" -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$initrd" \
+  -append "console=ttyS0 quiet panic=-1 oops=panic spark_node=$node" </dev/null 2>&1 |
+  tee "$log" | tr -d '\r'
 qrc=${PIPESTATUS[0]}
 set -e
 verdict=$(tr -d '\r' <"$log" | sed -n 's/^SPARK_VM_VERDICT rc=\([0-9]*\)$/\1/p' | tail -1)

@@ -1,21 +1,26 @@
 #!/bin/bash
 # Switchless fabrics on network namespaces (docs/fabric.md).
 #
-#   fabric_netns.sh SHAPE SPARKRUN DISCOVER [EXAMPLES_DIR]    SHAPE: triangle | ring
+#   fabric_netns.sh SHAPE SPARKRUN DISCOVER [EXAMPLES_DIR [FABRIC_JOB]]
+#   SHAPE: triangle | ring | ring_stall
 #
 # N namespaces (3 for the triangle, 4 for the ring). Data: one veth pair per cable, each cable
 # its own 10.<S>.<k>.0/30 subnet, no bridge. Control: each namespace has an extra veth into a
 # bridge in the root namespace (10.<S>.200.0/24) where the launcher runs; SPARK_DATA_NET keeps
 # it out of the data lanes. Runs spark_fabric_discover under sparkrun, checks the map, writes
 # it (`sparkrun fabric --write`), checks it matches, then pins a miscabled map and expects sparkrun to refuse (both shown).
+# With FABRIC_JOB: triangle and ring run the collectives job over tcp with the runtime map
+# (the ring's opposite nodes through the relay); ring_stall SIGSTOPs the relay node under a
+# job whose opposite nodes exchange through it and expects sparkrun's abort lines naming it.
 # Exit 77 (skip) without root/iproute2. Everything is removed on exit.
 set -u
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
   echo "SKIP: network namespaces need root and iproute2"; exit 77
 fi
-shape=$1 sparkrun=$2 discover=$3 examples=${4:-}
-case $shape in triangle) n=3; cables="0-1 1-2 2-0" ;; ring) n=4; cables="0-1 1-2 2-3 3-0" ;;
+shape=$1 sparkrun=$2 discover=$3 examples=${4:-} job=${5:-}
+case $shape in triangle) n=3; cables="0-1 1-2 2-0" ;; ring|ring_stall) n=4; cables="0-1 1-2 2-3 3-0" ;;
   *) echo "bad shape $shape"; exit 2 ;; esac
+if [ "$shape" = ring_stall ] && [ ! -x "$job" ]; then echo "SKIP: fabric_job not built"; exit 77; fi
 pfx="fb$$"
 s=$(( $$ % 200 + 20 ))
 while ip -o -4 addr show | grep -q " 10\.$s\."; do s=$(( (s + 1) % 250 + 1 )); done
@@ -77,6 +82,32 @@ sr=("$sparkrun" "${opts[@]}")
 fr=("$sparkrun" fabric "${opts[@]}")  # `sparkrun fabric` runs $discover through sparkrun
 export SPARK_FABRIC_DISCOVER=$discover
 
+if [ "$shape" = ring_stall ]; then
+  # Ranks 0 and 2 (opposite) ping-pong through rank 1's relay; stop rank 1's node.
+  "${sr[@]}" -x SPARK_TRANSPORT=tcp -x SPARKNET_ROCE_TIMEOUT_MS=1500 --kill-grace 1 "$job" pingpong \
+    >"$out/s" 2>&1 &
+  sr_pid=$!
+  for _ in $(seq 300); do grep -q "pingpong running" "$out/s" && break; sleep 0.1; done
+  grep -q "pingpong running" "$out/s" || { kill "$sr_pid"; wait "$sr_pid"; fail "pingpong never started"; }
+  victim=""
+  for pid in $(ip netns pids "${pfx}1"); do
+    [ "$(cat /proc/$pid/comm 2>/dev/null)" = fabric_job ] && victim=$pid
+  done
+  [ -n "$victim" ] || fail "no fabric_job in ${pfx}1"
+  kill -STOP "$victim"
+  # The job must end by itself (bounded: timeout 1.5 s, kill grace 1 s).
+  for _ in $(seq 300); do kill -0 "$sr_pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$sr_pid" 2>/dev/null; then kill -CONT "$victim"; kill "$sr_pid"; fail "job did not end after the relay stopped"; fi
+  wait "$sr_pid"
+  rc=$?
+  [ $rc -ne 0 ] || fail "job exited 0 after its relay stopped"
+  # Records of the ranks that waited through the relay name it (host and rank) and its lane.
+  expect "sparkrun: rank [02] aborted: rank [02]: .* no data from rank [02] on lane tcp:via ${pfx}1(rank 1)/to1 after" "$out/s"
+  grep "^sparkrun: rank" "$out/s"
+  echo "PASS $shape (rc $rc)"
+  exit 0
+fi
+
 "${fr[@]}" --write "$out/pin.json" >"$out/o" 2>"$out/e" || fail "discover rc $?"
 for c in $cables; do
   a=${c%-*} b=${c#*-}
@@ -129,5 +160,12 @@ if [ "$shape" = triangle ] && [ -x "$examples/allreduce_perf" ]; then
     [ "$(rx $l)" -gt 1000000 ] || fail "link $l carried no collective traffic"
   done
   echo "triangle collectives: $(( (after - before) / 1000000 )) MB over the three cables"
+fi
+# The collectives job over tcp with the runtime map: every collective checked on every rank
+# and identical everywhere; on the ring the opposite nodes go through the relay.
+if [ -x "$job" ]; then
+  "${sr[@]}" -x SPARK_TRANSPORT=tcp "$job" check >"$out/j" 2>&1 || fail "fabric_job check rc $?"
+  [ "$(grep -c "fabric_job: rank [0-9]* ok" "$out/j")" = "$n" ] || fail "not every rank checked ok"
+  grep "1 MiB" "$out/j"
 fi
 cat "$out/o" "$out/e3"; echo "PASS $shape"

@@ -180,6 +180,7 @@ void CommunicatorImpl::allgather(const void* send, void* recv, std::size_t send_
   std::byte* own = out + static_cast<std::size_t>(rank_) * bytes;
   if (bytes > 0 && own != in) std::memmove(own, in, bytes);
   if (size_ == 1) return;
+  if (use_ring(bytes)) return allgather_ring(own, out, send_count, dtype);  // coll/ring.cpp
   const std::size_t np = pieces(send_count, pe);
   for (std::size_t k = 0; k < np; ++k) {
     const Range pc = piece(send_count, pe, k);
@@ -204,6 +205,7 @@ void CommunicatorImpl::broadcast(void* buffer, std::size_t count, DType dtype, i
   if (size_ == 1) return;
   const std::size_t es = dtype_size(dtype), pe = piece_ / es;
   auto* buf = static_cast<std::byte*>(buffer);
+  if (use_ring(count * es)) return broadcast_ring(buf, count, dtype, root);  // coll/ring.cpp
   const std::size_t np = pieces(count, pe);
   if (rank_ == root) {
     for (std::size_t k = 0; k < np; ++k) {

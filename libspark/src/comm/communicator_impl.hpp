@@ -146,6 +146,11 @@ class CommunicatorImpl {
   void allreduce_one_shot(const std::byte* in, std::byte* out, std::size_t count, DType dtype, ReduceOp op);
   void allreduce_two_phase(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
                            ReduceOp op, bool gather);
+  // ring algorithms over ring_ (coll/ring.cpp): pure data movement, so results stay bitwise
+  // the same as the direct algorithms'
+  bool use_ring(std::size_t bytes) const noexcept;
+  void allgather_ring(const std::byte* own, std::byte* out, std::size_t send_count, DType dtype);
+  void broadcast_ring(std::byte* buf, std::size_t count, DType dtype, int root);
 
   void wire_up();  // comm/wireup.cpp
 
@@ -163,6 +168,9 @@ class CommunicatorImpl {
   Op op_;
   AllreduceAlgo algo_ = AllreduceAlgo::automatic;
   std::size_t one_shot_max_ = 16 * 1024;  ///< set at wire-up from the measured crossover
+  /// Rank ring over direct links when the fabric map is not fully connected (docs/fabric.md);
+  /// empty otherwise. Identical on every rank. Set at wire-up; used by coll/ring.cpp.
+  std::vector<int> ring_;
 
   std::atomic<std::uint32_t> timeout_ms_;
   mutable std::mutex mirrors_mu_;

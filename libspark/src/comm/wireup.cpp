@@ -1,9 +1,21 @@
 // Transport wire-up: publish node identity, pick a transport per peer (shm on the same node,
 // tcp otherwise, SPARK_TRANSPORT forces one), publish endpoints, connect, then a CPU-side
 // barrier so that every rank is connected before init() returns.
+//
+// Fabric map (docs/fabric.md): when ranks span several hosts, tcp carries the data and
+// SPARK_DATA_NET names the data subnets, every rank publishes its data lanes with its tcp
+// endpoint; the first rank of each host probes the same-subnet lane pairs toward higher
+// nodes (a connect bound to its lane, to the peer's tcp listener) and publishes what worked;
+// after one more fence every rank builds the same map (fabric::build_map). The tcp transport
+// then connects each peer over its serving lanes or through a relay, and the collectives
+// pick their algorithms from the map (ring_ below).
 #include <algorithm>
+#include <cstdio>
+#include <set>
+#include <tuple>
 
 #include "comm/communicator_impl.hpp"
+#include "fabric/local_lanes.hpp"
 #include "spark/error.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_transport.hpp"
@@ -16,6 +28,72 @@ namespace spark {
 namespace {
 std::string get_string(bootstrap::Bootstrap& b, int rank, const std::string& key) {
   return bootstrap::to_string(b.get(rank, key));
+}
+
+int endpoint_port(const std::string& ep, int rank) {
+  auto semi = ep.rfind(';');
+  int port = 0;
+  if (semi == std::string::npos || std::sscanf(ep.c_str() + semi + 1, "%d", &port) != 1)
+    throw BootstrapError("tcp transport: malformed endpoint '" + ep + "' of rank " + std::to_string(rank));
+  return port;
+}
+
+// Steps 2-3 of the map (step 1, publishing lanes, rides on the endpoint fence).
+std::unique_ptr<transport::TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, int rank, int size,
+                                                   const std::vector<std::string>& nodes,
+                                                   std::chrono::milliseconds join) {
+  auto f = std::make_unique<transport::TcpFabric>();
+  f->node_of.resize(static_cast<std::size_t>(size));
+  f->ports.resize(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    const auto& host = nodes[static_cast<std::size_t>(r)];
+    auto it = std::find(f->hosts.begin(), f->hosts.end(), host);
+    if (it == f->hosts.end()) {  // one node per host; its first rank speaks for it
+      f->hosts.push_back(host);
+      f->speaker.push_back(r);
+      f->lanes.push_back(fabric::decode_lanes(get_string(boot, r, "spark.fabric.lanes")));
+      it = f->hosts.end() - 1;
+    }
+    f->node_of[static_cast<std::size_t>(r)] = static_cast<int>(it - f->hosts.begin());
+    f->ports[static_cast<std::size_t>(r)] = endpoint_port(get_string(boot, r, "spark.tcp"), r);
+  }
+  const int n = static_cast<int>(f->hosts.size());
+  const int me = f->node_of[static_cast<std::size_t>(rank)];
+  std::string ok;
+  if (f->speaker[static_cast<std::size_t>(me)] == rank) {
+    const auto& mine = f->lanes[static_cast<std::size_t>(me)];
+    for (int b = me + 1; b < n; ++b) {
+      const auto& theirs = f->lanes[static_cast<std::size_t>(b)];
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        for (std::size_t j = 0; j < theirs.size(); ++j)
+          if (fabric::same_subnet(mine[i], theirs[j]) &&
+              fabric::probe_connect(mine[i], theirs[j].ipv4,
+                                    f->ports[static_cast<std::size_t>(f->speaker[static_cast<std::size_t>(b)])],
+                                    std::min(join, std::chrono::milliseconds(3000))))
+            ok += std::to_string(b) + ":" + std::to_string(i) + ":" + std::to_string(j) + ";";
+    }
+    boot.put("spark.fabric.probe", bootstrap::as_bytes(ok));
+  }
+  boot.commit();
+  boot.fence(join);
+  std::set<std::tuple<int, int, int, int>> works;
+  for (int a = 0; a < n; ++a) {
+    auto s = get_string(boot, f->speaker[static_cast<std::size_t>(a)], "spark.fabric.probe");
+    for (std::size_t p = 0; p < s.size();) {
+      int b = 0, i = 0, j = 0;
+      if (std::sscanf(s.c_str() + p, "%d:%d:%d;", &b, &i, &j) != 3) break;
+      works.insert({a, i, b, j});
+      p = s.find(';', p) + 1;
+    }
+  }
+  f->map = fabric::build_map(f->lanes, [&](int a, int i, int b, int j) { return works.count({a, i, b, j}) > 0; });
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (f->map.route(a, b).kind == fabric::Route::Kind::unreachable)
+        throw BootstrapError("fabric: node " + f->hosts[static_cast<std::size_t>(a)] + " cannot reach node " +
+                             f->hosts[static_cast<std::size_t>(b)] + " over SPARK_DATA_NET lanes, not even by relay; map:\n" +
+                             f->map.describe(f->hosts, f->lanes) + "check the cables with `sparkrun fabric`");
+  return f;
 }
 }  // namespace
 
@@ -97,9 +175,12 @@ void CommunicatorImpl::wire_up() {
     o.slot_bytes = options_.tcp_slot_bytes;
     o.addr = options_.tcp_addr;
     o.data_net = options_.data_net;
+    o.timeout_ms = options_.timeout_ms;
     auto t = std::make_unique<transport::TcpTransport>(rank_, size_, tcp_peers, o);
     tcp = t.get();
     boot_->put("spark.tcp", bootstrap::as_bytes(tcp->endpoint()));
+    if (!one_node && !options_.data_net.empty() && !options_.tcp_addr)
+      boot_->put("spark.fabric.lanes", bootstrap::as_bytes(fabric::encode_lanes(tcp->data_lanes())));
     transports_.push_back(std::move(t));
   }
 #ifdef SPARK_HAVE_VERBS
@@ -135,7 +216,14 @@ void CommunicatorImpl::wire_up() {
       endpoints[static_cast<std::size_t>(r)] = get_string(*boot_, r, "spark.tcp");
       by_peer_[static_cast<std::size_t>(r)] = tcp;
     }
-    tcp->connect_all(endpoints, same_node, join);
+    std::unique_ptr<transport::TcpFabric> fab;
+    if (!one_node && !options_.data_net.empty() && !options_.tcp_addr) {
+      fab = learn_fabric(*boot_, rank_, size_, nodes, join);
+      if (!fab->map.fully_connected())
+        ring_ = fabric::rank_ring(fabric::ring_order(fab->map), fab->node_of);
+    }
+    tcp->set_relay_failure_handler([this](const FailureRecord& r) { fail_external(r); });
+    tcp->connect_all(endpoints, same_node, join, fab.get());
     piece_ = std::min(piece_, tcp->slot_bytes());
   }
   max_piece_ = piece_;

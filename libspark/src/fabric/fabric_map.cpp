@@ -223,4 +223,39 @@ FabricMap build_map(const std::vector<std::vector<Lane>>& lanes, const Probe& pr
   return FabricMap(std::move(routes));
 }
 
+std::vector<int> ring_order(const FabricMap& map) {
+  const int n = map.size();
+  if (n <= 1) return n == 1 ? std::vector<int>{0} : std::vector<int>{};
+  auto direct = [&](int a, int b) { return map.route(a, b).kind == Route::Kind::direct; };
+  if (n == 2) return direct(0, 1) ? std::vector<int>{0, 1} : std::vector<int>{};
+  // Depth-first search for a Hamiltonian cycle, lowest neighbour first. Switchless fabrics
+  // have a handful of nodes; the step budget keeps a large odd map from taking long.
+  std::vector<int> path{0};
+  std::vector<bool> used(static_cast<std::size_t>(n), false);
+  used[0] = true;
+  long budget = 1000000;
+  std::function<bool()> extend = [&]() -> bool {
+    if (--budget < 0) return false;
+    if (static_cast<int>(path.size()) == n) return direct(path.back(), 0);
+    for (int u = 0; u < n; ++u) {
+      if (used[static_cast<std::size_t>(u)] || !direct(path.back(), u)) continue;
+      used[static_cast<std::size_t>(u)] = true;
+      path.push_back(u);
+      if (extend()) return true;
+      path.pop_back();
+      used[static_cast<std::size_t>(u)] = false;
+    }
+    return false;
+  };
+  return extend() ? path : std::vector<int>{};
+}
+
+std::vector<int> rank_ring(const std::vector<int>& node_ring, const std::vector<int>& node_of) {
+  std::vector<int> out;
+  for (int node : node_ring)
+    for (int r = 0; r < static_cast<int>(node_of.size()); ++r)
+      if (node_of[static_cast<std::size_t>(r)] == node) out.push_back(r);
+  return out;
+}
+
 }  // namespace spark::fabric

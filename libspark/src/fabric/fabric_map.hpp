@@ -78,4 +78,13 @@ class FabricMap {
 /// Relays: breadth-first over direct links; ties go to the lowest-numbered neighbour.
 FabricMap build_map(const std::vector<std::vector<Lane>>& lanes, const Probe& probe);
 
+/// A cycle through every node over direct links (each node's successor and the last-to-first
+/// pair are cabled), starting at node 0 and preferring lower-numbered neighbours, so every node
+/// computes the same one. {0} for one node; empty when no such cycle exists (e.g. a line or
+/// a star). Ring collectives use it on fabrics that are not fully connected.
+std::vector<int> ring_order(const FabricMap& map);
+/// The rank ring: nodes in `node_ring` order, each node's ranks ascending (ranks of one node
+/// are neighbours, reached through shared memory or loopback). Empty `node_ring`: empty.
+std::vector<int> rank_ring(const std::vector<int>& node_ring, const std::vector<int>& node_of);
+
 }  // namespace spark::fabric

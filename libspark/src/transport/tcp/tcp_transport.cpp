@@ -26,11 +26,13 @@ constexpr std::uint32_t kData = 1;
 constexpr std::uint32_t kCredit = 2;
 constexpr std::size_t kSlotHeader = 64;  // header area in front of each rx payload
 constexpr std::uint32_t kHelloMagic = 0x5350524b;  // "SPRK"
+constexpr std::uint32_t kRelayMagic = 0x5350524c;  // "SPRL": please forward to `dst`
 
 struct Hello {
   std::uint32_t magic;
-  std::int32_t rank;
+  std::int32_t rank;  ///< the rank the connection is from (the source when relayed)
   std::int32_t lane;
+  std::int32_t dst;   ///< the rank it is for
 };
 
 using Clock = std::chrono::steady_clock;
@@ -64,7 +66,8 @@ bool io_exact(int fd, void* buf, std::size_t n, bool write, Clock::time_point de
   return true;
 }
 
-int connect_to(const std::string& ip, int port, Clock::time_point deadline, std::string* why) {
+int connect_to(const std::string& ip, int port, Clock::time_point deadline, std::string* why,
+               std::uint32_t bind_ipv4 = 0) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<std::uint16_t>(port));
@@ -74,6 +77,17 @@ int connect_to(const std::string& ip, int port, Clock::time_point deadline, std:
   }
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fail_errno("socket");
+  if (bind_ipv4 != 0) {
+    // Leave through this lane: the socket's source address is the lane's own address.
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    local.sin_addr.s_addr = htonl(bind_ipv4);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+      *why = "bind to " + fabric::format_ipv4(bind_ipv4) + ": " + std::strerror(errno);
+      ::close(fd);
+      return -1;
+    }
+  }
   set_nonblocking(fd, true);
   int r = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   if (r != 0 && errno != EINPROGRESS) {
@@ -146,9 +160,13 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<int> peers, TcpOption
 }
 
 TcpTransport::~TcpTransport() {
+  // Own connections first: other ranks' relays (and this one) wait for their ends to close,
+  // so closing ours before draining our relay keeps two relaying ranks from waiting on each
+  // other until the idle bound.
   for (Conn* c : all_)
     if (c->fd >= 0) ::close(c->fd);
   if (listen_fd_ >= 0) ::close(listen_fd_);
+  relay_.reset();  // bounded: forwards until the ends it serves have finished
 }
 
 std::string TcpTransport::endpoint() const {
@@ -157,12 +175,13 @@ std::string TcpTransport::endpoint() const {
   return s + ";" + std::to_string(port_);
 }
 
-void TcpTransport::setup_conn(Conn& c, int fd, int lane) {
+void TcpTransport::setup_conn(Conn& c, int fd, int lane, std::string name) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   set_nonblocking(fd, true);
   c.fd = fd;
   c.lane = lane;
+  c.name = std::move(name);
   // Allocated and touched once: fresh pages cost ~12 us per 4 KiB, far too much per call.
   std::size_t rx = opt_.slots * (kSlotHeader + opt_.slot_bytes);
   c.rx_slots = std::make_unique<std::byte[]>(rx);
@@ -173,20 +192,118 @@ void TcpTransport::setup_conn(Conn& c, int fd, int lane) {
   all_.push_back(&c);
 }
 
+std::vector<int> relay_path(const TcpFabric& f, int src, int dst) {
+  std::vector<int> out;
+  const int to = f.node_of[static_cast<std::size_t>(dst)];
+  int cur = f.node_of[static_cast<std::size_t>(src)];
+  for (int guard = 0; cur != to && guard < f.map.size(); ++guard) {
+    const auto& r = f.map.route(cur, to);
+    if (r.kind != fabric::Route::Kind::relay) break;
+    cur = r.via;
+    out.push_back(f.speaker[static_cast<std::size_t>(cur)]);
+  }
+  return out;
+}
+
+namespace {
+
+// Lane names in records: "tcp:to1" (direct), "tcp:via n1(rank 1)/to1" (through a relay; the
+// lane is this node's lane toward the relaying node).
+std::string hop_name(const TcpFabric& f, int me_node, int next_rank, bool relayed, int l) {
+  const int next = f.node_of[static_cast<std::size_t>(next_rank)];
+  const auto& r = f.map.route(me_node, next);
+  const auto& pair = r.lanes[static_cast<std::size_t>(l) % r.lanes.size()];
+  const std::string& lane =
+      f.lanes[static_cast<std::size_t>(me_node)][static_cast<std::size_t>(pair.local)].name;
+  if (!relayed) return "tcp:" + lane;
+  return "tcp:via " + f.hosts[static_cast<std::size_t>(next)] + "(rank " + std::to_string(next_rank) +
+         ")/" + lane;
+}
+
+}  // namespace
+
+std::pair<int, std::string> TcpTransport::open_hop(const TcpFabric& f, int src, int dst, int l,
+                                                   Clock::time_point deadline) {
+  using Kind = fabric::Route::Kind;
+  const int me = f.node_of[static_cast<std::size_t>(rank_)];
+  const int to = f.node_of[static_cast<std::size_t>(dst)];
+  const auto& r = f.map.route(me, to);
+  if (r.kind != Kind::direct && r.kind != Kind::relay)
+    throw BootstrapError("tcp transport: no lane and no relay from node " +
+                         f.hosts[static_cast<std::size_t>(me)] + " to node " +
+                         f.hosts[static_cast<std::size_t>(to)] + " (rank " + std::to_string(dst) +
+                         "); check the cabling with `sparkrun fabric`");
+  const bool relayed = r.kind == Kind::relay;
+  const int next = relayed ? r.via : to;
+  const int target = relayed ? f.speaker[static_cast<std::size_t>(next)] : dst;
+  const auto& hop = relayed ? f.map.route(me, next) : r;
+  const auto& pair = hop.lanes[static_cast<std::size_t>(l) % hop.lanes.size()];
+  const auto& mine = f.lanes[static_cast<std::size_t>(me)][static_cast<std::size_t>(pair.local)];
+  const auto& theirs = f.lanes[static_cast<std::size_t>(next)][static_cast<std::size_t>(pair.remote)];
+  std::string name = hop_name(f, me, target, relayed, l);
+  std::string why;
+  const std::string ip = fabric::format_ipv4(theirs.ipv4);
+  int fd = connect_to(ip, f.ports[static_cast<std::size_t>(target)], deadline, &why, mine.ipv4);
+  const std::string what = "rank " + std::to_string(rank_) + " cannot connect to rank " +
+                           std::to_string(target) + (src != rank_ ? " (relaying for rank " + std::to_string(src) + ")" : "") +
+                           " on lane " + name + " (" + fabric::format_ipv4(mine.ipv4) + " -> " + ip + ")";
+  if (fd < 0) throw BootstrapError("tcp transport: " + what + ": " + why + "; check the cable");
+  Hello h{relayed ? kRelayMagic : kHelloMagic, src, l, dst};
+  if (!io_exact(fd, &h, sizeof h, true, deadline)) {
+    ::close(fd);
+    throw BootstrapError("tcp transport: " + what + ": handshake failed");
+  }
+  return {fd, std::move(name)};
+}
+
 void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
-                               const std::vector<bool>& same_node, std::chrono::milliseconds timeout) {
+                               const std::vector<bool>& same_node, std::chrono::milliseconds timeout,
+                               const TcpFabric* f) {
   auto deadline = Clock::now() + timeout;
   const auto lanes = static_cast<std::size_t>(opt_.lanes);
+  const int me_node = f ? f->node_of[static_cast<std::size_t>(rank_)] : -1;
+  auto mapped = [&](int q) { return f != nullptr && !same_node[static_cast<std::size_t>(q)]; };
+  // Connections to a peer: SPARK_TCP_LANES, and at least one per serving lane pair (direct).
+  auto conns_for = [&](int q) -> std::size_t {
+    if (!mapped(q)) return lanes;
+    const auto& r = f->map.route(me_node, f->node_of[static_cast<std::size_t>(q)]);
+    return r.kind == fabric::Route::Kind::direct ? std::max(lanes, r.lanes.size()) : lanes;
+  };
+  // This node's end of connection l with peer q (either side): the lane toward the first
+  // hop, named as hop_name does.
+  auto conn_name = [&](int q, int l) -> std::string {
+    if (!mapped(q)) return {};
+    auto path = q < rank_ ? relay_path(*f, rank_, q) : relay_path(*f, q, rank_);
+    if (path.empty()) return hop_name(*f, me_node, q, false, l);
+    return hop_name(*f, me_node, q < rank_ ? path.front() : path.back(), true, l);
+  };
   for (int q : peer_ranks_) {
     peers_[static_cast<std::size_t>(q)] = std::make_unique<Peer>();
-    peers_[static_cast<std::size_t>(q)]->lanes.resize(lanes);
+    peers_[static_cast<std::size_t>(q)]->lanes.resize(conns_for(q));
   }
+  // Connections this rank relays: every pair (x > y) whose path passes this node's relay.
+  std::size_t relay_expected = 0;
+  if (f != nullptr && f->speaker[static_cast<std::size_t>(me_node)] == rank_) {
+    const int n = static_cast<int>(f->node_of.size());
+    for (int x = 0; x < n; ++x)
+      for (int y = 0; y < x; ++y)
+        for (int hop : relay_path(*f, x, y))
+          if (hop == rank_) relay_expected += lanes;
+  }
+  std::vector<RelayPipe> pipes;
   // Lower ranks listen, higher ranks connect: connect() completes through the listen backlog,
   // so every rank can connect first and accept afterwards without deadlock.
   std::size_t expected = 0;
   for (int q : peer_ranks_) {
     if (q > rank_) {
-      expected += lanes;
+      expected += peer(q).lanes.size();
+      continue;
+    }
+    if (mapped(q)) {
+      for (std::size_t l = 0; l < peer(q).lanes.size(); ++l) {
+        auto [fd, name] = open_hop(*f, rank_, q, static_cast<int>(l), deadline);
+        setup_conn(peer(q).lanes[l], fd, static_cast<int>(l), std::move(name));
+      }
       continue;
     }
     const std::string& ep = endpoints[static_cast<std::size_t>(q)];
@@ -233,7 +350,7 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
         throw BootstrapError("tcp transport: rank " + std::to_string(rank_) +
                              " cannot connect to rank " + std::to_string(q) + " (" + ep + "): " + why +
                              "; check firewalls or set SPARK_TCP_ADDR to an address peers can reach");
-      Hello h{kHelloMagic, rank_, static_cast<std::int32_t>(l)};
+      Hello h{kHelloMagic, rank_, static_cast<std::int32_t>(l), q};
       if (!io_exact(fd, &h, sizeof h, true, deadline)) {
         ::close(fd);
         throw BootstrapError("tcp transport: handshake with rank " + std::to_string(q) + " failed");
@@ -241,7 +358,11 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
       setup_conn(peer(q).lanes[l], fd, static_cast<int>(l));
     }
   }
-  while (expected > 0) {
+  auto close_pipes = [&] {
+    for (auto& p : pipes)
+      for (int fd : {p.a_fd, p.b_fd}) ::close(fd);
+  };
+  while (expected + relay_expected > 0) {
     pollfd pfd{listen_fd_, POLLIN, 0};
     if (::poll(&pfd, 1, remaining_ms(deadline)) <= 0) {
       std::string missing;
@@ -252,30 +373,71 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
               missing += (missing.empty() ? "" : ", ") + std::to_string(q);
               break;
             }
+      close_pipes();
       throw BootstrapError("tcp transport: rank " + std::to_string(rank_) +
-                           " timed out waiting for connections from rank(s) " + missing);
+                           " timed out waiting for connections from rank(s) " +
+                           (missing.empty() ? "-" : missing) +
+                           (relay_expected > 0 ? " and " + std::to_string(relay_expected) +
+                                                     " connection(s) to relay"
+                                               : std::string()));
     }
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     Hello h{};
+    const int size = static_cast<int>(peers_.size());
     if (!io_exact(fd, &h, sizeof h, false, std::min(deadline, Clock::now() + std::chrono::seconds(5))) ||
-        h.magic != kHelloMagic || h.rank <= rank_ || h.rank >= static_cast<int>(peers_.size()) ||
-        !peers_[static_cast<std::size_t>(h.rank)] || h.lane < 0 || h.lane >= opt_.lanes ||
+        h.rank < 0 || h.rank >= size || h.dst < 0 || h.dst >= size || h.lane < 0) {
+      ::close(fd);  // a stray connection (e.g. a fabric probe)
+      continue;
+    }
+    if (h.magic == kRelayMagic && relay_expected > 0 && h.dst != rank_ && h.rank != rank_ &&
+        h.lane < opt_.lanes && f->node_of[static_cast<std::size_t>(h.rank)] != me_node &&
+        f->node_of[static_cast<std::size_t>(h.dst)] != me_node) {
+      RelayPipe p;
+      p.a_fd = fd;
+      p.src = h.rank;
+      p.dst = h.dst;
+      // This node's lane the connection arrived on (its local address).
+      sockaddr_in la{};
+      socklen_t len = sizeof la;
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&la), &len) == 0)
+        for (const auto& l : f->lanes[static_cast<std::size_t>(me_node)])
+          if (l.ipv4 == ntohl(la.sin_addr.s_addr)) p.a_lane = "tcp:" + l.name;
+      try {
+        auto [out, name] = open_hop(*f, h.rank, h.dst, h.lane, deadline);
+        p.b_fd = out;
+        p.b_lane = std::move(name);
+      } catch (...) {
+        ::close(fd);
+        close_pipes();
+        throw;
+      }
+      pipes.push_back(std::move(p));
+      --relay_expected;
+      continue;
+    }
+    if (h.magic != kHelloMagic || h.dst != rank_ || h.rank <= rank_ ||
+        !peers_[static_cast<std::size_t>(h.rank)] ||
+        static_cast<std::size_t>(h.lane) >= peer(h.rank).lanes.size() ||
         peer(h.rank).lanes[static_cast<std::size_t>(h.lane)].fd >= 0) {
       ::close(fd);  // a stray or duplicate connection
       continue;
     }
-    setup_conn(peer(h.rank).lanes[static_cast<std::size_t>(h.lane)], fd, h.lane);
+    setup_conn(peer(h.rank).lanes[static_cast<std::size_t>(h.lane)], fd, h.lane, conn_name(h.rank, h.lane));
     --expected;
   }
   ::close(listen_fd_);
   listen_fd_ = -1;
+  if (!pipes.empty())
+    relay_ = std::make_unique<TcpRelay>(rank_, f->hosts[static_cast<std::size_t>(me_node)], std::move(pipes),
+                                        std::chrono::milliseconds(opt_.timeout_ms), on_relay_failure_);
 }
 
 std::string TcpTransport::lane_name(int q, WaitKind kind) const {
   const Peer& p = *peers_[static_cast<std::size_t>(q)];
-  auto n = static_cast<std::uint64_t>(opt_.lanes);
-  return "tcp:" + std::to_string((kind == WaitKind::data ? p.rx_count : p.tx_count) % n);
+  const std::uint64_t i = (kind == WaitKind::data ? p.rx_count : p.tx_count) % p.lanes.size();
+  const Conn& c = p.lanes[static_cast<std::size_t>(i)];
+  return c.name.empty() ? "tcp:" + std::to_string(i) : c.name;
 }
 
 void TcpTransport::mark_closed(Conn& c, const std::string& why) {
@@ -462,7 +624,9 @@ void TcpTransport::block(int, WaitKind, std::chrono::microseconds max) {
 PeerState TcpTransport::peer_state(int q, std::string* detail) {
   for (auto& c : peer(q).lanes) {
     if (!c.closed) continue;
-    if (detail != nullptr) *detail = c.why + " (rank " + std::to_string(q) + ", lane tcp:" + std::to_string(c.lane) + ")";
+    if (detail != nullptr)
+      *detail = c.why + " (rank " + std::to_string(q) + ", lane " +
+                (c.name.empty() ? "tcp:" + std::to_string(c.lane) : c.name) + ")";
     return PeerState::closed;
   }
   return PeerState::ok;

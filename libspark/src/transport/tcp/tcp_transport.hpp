@@ -3,6 +3,13 @@
 // progress engine (driven by the caller's wait loop, no extra thread: 2 cores) reads each
 // frame straight into a slot of the per-lane mailbox; releasing a slot returns a credit,
 // piggybacked on the next data frame or sent as a small credit frame.
+//
+// With a fabric map (TcpFabric, docs/fabric.md: ranks on several hosts and SPARK_DATA_NET
+// set) each peer is reached over the lanes that serve it: connection l to a peer uses the
+// l-th serving lane pair (round robin), its socket bound to the local lane's address. A peer
+// with no lane is reached through the neighbour the map names (Route::via): the connection
+// goes to that node's first rank, whose relay thread (tcp_relay.hpp) forwards it byte for
+// byte, hop by hop, so frames and credits are the same as on a direct connection.
 #pragma once
 
 #include <chrono>
@@ -13,6 +20,7 @@
 #include <vector>
 
 #include "fabric/fabric_map.hpp"
+#include "transport/tcp/tcp_relay.hpp"
 #include "transport/transport.hpp"
 
 namespace spark::transport {
@@ -25,7 +33,22 @@ struct TcpOptions {
   /// SPARK_DATA_NET: publish only interfaces in these subnets, and connect to each peer first
   /// through the address that shares a subnet with one of ours (its cable: per-peer lanes).
   std::string data_net;
+  std::uint32_t timeout_ms = 10000;  ///< SPARKNET_ROCE_TIMEOUT_MS: a relay stalled this long fails
 };
+
+/// What the fabric map tells the transport (built at wire-up, identical on every rank).
+struct TcpFabric {
+  fabric::FabricMap map;                         ///< node -> node routes
+  std::vector<std::string> hosts;                ///< node names (SPARK_HOST)
+  std::vector<std::vector<fabric::Lane>> lanes;  ///< every node's data lanes
+  std::vector<int> node_of;                      ///< rank -> node
+  std::vector<int> speaker;                      ///< node -> its first rank (probes, relays)
+  std::vector<int> ports;                        ///< rank -> tcp listening port (0: none)
+};
+
+/// Ranks whose relays a connection from `src` to `dst` passes through, in order (empty when
+/// their nodes share a lane or are one node). Pure; used by both ends and by tests.
+std::vector<int> relay_path(const TcpFabric& fabric, int src, int dst);
 
 class TcpTransport final : public Transport {
  public:
@@ -37,10 +60,21 @@ class TcpTransport final : public Transport {
 
   /// "ip1,ip2,...;port": what peers connect to.
   std::string endpoint() const;
+  /// This node's data lanes (SPARK_DATA_NET set; empty otherwise), as published for the map.
+  const std::vector<fabric::Lane>& data_lanes() const noexcept { return data_lanes_; }
+  /// The listening port (probes of the fabric map connect to it).
+  int port() const noexcept { return port_; }
+  /// Where a relay stall is reported (called from the relay thread; must not throw).
+  void set_relay_failure_handler(TcpRelay::OnFailure handler) { on_relay_failure_ = std::move(handler); }
+
   /// Connects to lower-ranked peers, accepts higher-ranked ones. `endpoints[r]` is rank r's
-  /// endpoint (empty for ranks not in `peers`); `same_node[r]` prefers loopback.
+  /// endpoint (empty for ranks not in `peers`); `same_node[r]` prefers loopback. With
+  /// `fabric`, peers on other nodes are reached over their serving lanes or through relays,
+  /// and this rank accepts (and then forwards) the connections it relays for others.
   void connect_all(const std::vector<std::string>& endpoints, const std::vector<bool>& same_node,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, const TcpFabric* fabric = nullptr);
+  /// Bytes this rank's relay forwarded (0 when it relays for nobody).
+  std::uint64_t relayed_bytes() const noexcept { return relay_ ? relay_->forwarded() : 0; }
 
   std::string_view name() const noexcept override { return "tcp"; }
   std::size_t slot_bytes() const noexcept override { return opt_.slot_bytes; }
@@ -64,6 +98,7 @@ class TcpTransport final : public Transport {
   struct Conn {
     int fd = -1;
     int lane = 0;
+    std::string name;  ///< lane name in records ("" = "tcp:<lane>")
     // receive side: mailbox of `slots` slots
     std::unique_ptr<std::byte[]> rx_slots;
     std::uint64_t rx_filled = 0, rx_consumed = 0;
@@ -87,7 +122,12 @@ class TcpTransport final : public Transport {
   void read_some(Conn& c);
   void owe_credits(Conn& c, bool all);
   void mark_closed(Conn& c, const std::string& why);
-  void setup_conn(Conn& c, int fd, int lane);
+  void setup_conn(Conn& c, int fd, int lane, std::string name = {});
+  /// Opens connection `l` from this node toward rank `dst` on behalf of rank `src` (this rank,
+  /// or the rank a relay forwards for): direct over the serving lane pair, or to the relay
+  /// the map names. Returns the fd (hello sent) and the lane name; throws on failure.
+  std::pair<int, std::string> open_hop(const TcpFabric& f, int src, int dst, int l,
+                                       std::chrono::steady_clock::time_point deadline);
 
   int rank_;
   std::vector<int> peer_ranks_;
@@ -98,6 +138,8 @@ class TcpTransport final : public Transport {
   std::vector<fabric::Lane> data_lanes_;  ///< SPARK_DATA_NET lanes (empty: not set)
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank
   std::vector<Conn*> all_;
+  TcpRelay::OnFailure on_relay_failure_;
+  std::unique_ptr<TcpRelay> relay_;  ///< started when this rank relays for someone
 };
 
 }  // namespace spark::transport

@@ -5,16 +5,20 @@
 //   2. the first rank on each host runs the read-only host checks (doctor::gather/evaluate);
 //   3. every pair of ranks is tested on every lane pair that shares a subnet: an RDMA WRITE
 //      ping-pong over its own RC queue pair when both ranks have RDMA lanes, else a tcp echo
-//      (marked tcp). Pairs run in rounds (no rank twice per round), each round ends with a
-//      fence; every wait has a deadline (--probe-timeout-ms), so a silent peer is a FAIL row;
+//      (marked tcp). Tests run in one global order, each within its own time window
+//      (--probe-timeout-ms per test), so a silent peer is a FAIL row, never a hang;
 //   4. rank 0 collects every rank's rows, adds the per-peer reach rows (direct lanes, or the
 //      relay) and prints one table. Exit 0 only when every row is ok or info.
 //
 //   spark_doctor_probe [--expect-mtu N] [--sysfs DIR] [--probe-timeout-ms N] [--iters N]
 //
-// Test hook: SPARK_DOCTOR_TEST_SILENT_RANK=R makes rank R take part in everything but never
-// answer a round trip (a stand-in for a peer that stopped answering).
+// Test hooks: SPARK_DOCTOR_TEST_SILENT_RANK=R makes rank R take part in everything but never
+// answer a round trip (a peer whose lanes are dead); SPARK_DOCTOR_TEST_STOP_RANK=R makes rank R
+// SIGSTOP itself before the round trips (a hung host: its round trips fail, then the next fence
+// times out and rank 0 prints what it has plus a "job" FAIL row naming it, and aborts the job).
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <charconv>
@@ -208,8 +212,8 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   const int rank = boot->rank(), size = boot->size();
   const std::string host = boot->node_id();
   const milliseconds probe_timeout(o.timeout_ms);
-  const milliseconds fence_timeout(std::max<std::uint32_t>(cfg.timeout_ms(), 10000) +
-                                   static_cast<std::uint32_t>(o.timeout_ms));
+  // SPARKNET_ROCE_TIMEOUT_MS (default 10 s) bounds each fence beyond the tests' own time.
+  const milliseconds fence_timeout(cfg.timeout_ms() + static_cast<std::uint32_t>(o.timeout_ms));
   int silent = -1;
   if (const char* s = std::getenv("SPARK_DOCTOR_TEST_SILENT_RANK"); s && *s)
     silent = parse_int(s, 0, 1 << 20, "SPARK_DOCTOR_TEST_SILENT_RANK");
@@ -303,16 +307,29 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   boot->fence(fence_timeout);  // every QP is at RTS before the first write
 #endif
 
-  // Rounds: each rank tests one peer at a time; the lower rank initiates and reports.
+  if (const char* s = std::getenv("SPARK_DOCTOR_TEST_STOP_RANK"); s && *s)
+    if (parse_int(s, 0, 1 << 20, "SPARK_DOCTOR_TEST_STOP_RANK") == rank) ::raise(SIGSTOP);
+
+  // Every link gets a number t in one global order (rounds of pairs in which no rank appears
+  // twice, then the pair's lane pairs); each rank runs its own links in that order, the lower
+  // rank initiating. Test t must end by T0 + (t + 1) x probe timeout on both sides: a rank
+  // reaches test t only after its earlier tests, each done by its own window, so the two sides
+  // always share at least one full probe timeout, nothing waits unboundedly, and no fence is
+  // needed between tests (a hung rank shows as FAIL rows naming it, not only a fence timeout).
   std::string passed;
-  const auto rounds = plan_rounds(size);
-  for (const auto& round : rounds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int t = -1;
+  for (const auto& round : plan_rounds(size)) {
     for (auto [a, b] : round) {
-      if (a != rank && b != rank) continue;
-      const int peer = a == rank ? b : a;
-      const auto& pr = ranks[static_cast<std::size_t>(peer)];
       for (const Link& l : links) {
         if (l.a != a || l.b != b) continue;
+        ++t;
+        if (a != rank && b != rank) continue;
+        const int peer = a == rank ? b : a;
+        const auto& pr = ranks[static_cast<std::size_t>(peer)];
+        const auto window = std::max(
+            milliseconds(1), std::chrono::duration_cast<milliseconds>(
+                                 t0 + probe_timeout * (t + 1) - std::chrono::steady_clock::now()));
         // "rxe0->rxe1" / "tcp:eth0->eth0"
         const auto& rb = ranks[static_cast<std::size_t>(b)];
         const std::string lane =
@@ -328,10 +345,10 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
             continue;
           }
           if (l.kind == LinkKind::tcp)
-            tcp_respond(*listeners[static_cast<std::size_t>(l.lb)], o.iters, probe_timeout);
+            tcp_respond(*listeners[static_cast<std::size_t>(l.lb)], o.iters, window);
 #ifdef SPARK_DOCTOR_HAVE_VERBS
           else
-            rlinks.at({peer, l.index})->respond(o.iters, probe_timeout);
+            rlinks.at({peer, l.index})->respond(o.iters, window);
 #endif
           continue;
         }
@@ -343,10 +360,10 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
           res = tcp_initiate(
               tcp_lanes[static_cast<std::size_t>(l.la)], to.ipv4,
               tcp_ports[static_cast<std::size_t>(peer)][static_cast<std::size_t>(l.lb)], o.iters,
-              static_cast<std::uint64_t>(l.index), probe_timeout, who);
+              static_cast<std::uint64_t>(l.index), window, who);
         } else {
 #ifdef SPARK_DOCTOR_HAVE_VERBS
-          res = rlinks.at({peer, l.index})->initiate(o.iters, probe_timeout, who);
+          res = rlinks.at({peer, l.index})->initiate(o.iters, window, who);
 #endif
         }
         JobRow row{host,
@@ -366,13 +383,14 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
         rows.push_back(std::move(row));
       }
     }
-    boot->fence(fence_timeout + probe_timeout * static_cast<int>(links.size()));
   }
 
   boot->put("spark.doctor.rows", as_bytes(encode_rows(rows)));
   boot->put("spark.doctor.passed", as_bytes(passed));
   boot->commit();
-  boot->fence(fence_timeout);
+  // Until the last window has closed (the slowest rank's last test), then the usual margin.
+  boot->fence(fence_timeout + std::chrono::duration_cast<milliseconds>(
+                                  t0 + probe_timeout * (t + 1) - std::chrono::steady_clock::now()));
   int code = 0;
   if (rank == 0) {
     std::vector<JobRow> all;

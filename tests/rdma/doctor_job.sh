@@ -43,7 +43,21 @@ grep -Eq '^\S+ +0 +(tcp round trip|rdma write) .* rank 1 \(\S+\) +ok ' <<<"$out"
 grep -Eq ' reach .* rank 2 .* FAIL .*UNREACHABLE' <<<"$out" || fail "silent peer: no UNREACHABLE row"
 (( $(date +%s) - t0 < 60 )) || fail "silent peer took $(( $(date +%s) - t0 )) s"
 
-# 3. Bad input: refused with 2 before anything starts; a missing probe: 127.
+# 3. Rank 2 hangs (SIGSTOP) before the round trips: rank 0's table names it, a "job" FAIL row
+#    says the fence timed out, the job ends (exit 1) in bounded time, and no rank is left.
+t0=$(date +%s)
+out=$("$sr" doctor -n 3 -x SPARK_DOCTOR_TEST_STOP_RANK=2 -x SPARKNET_ROCE_TIMEOUT_MS=2000 \
+      --probe-timeout-ms 1000 --iters 4 2>&1); rc=$?
+echo "$out"
+[[ $rc -eq 1 ]] || fail "stopped rank: exit $rc, expected 1"
+grep -Eq '^\S+ +0 +(tcp round trip|rdma write) .* rank 2 \(\S+\) +FAIL .*no answer' <<<"$out" ||
+  fail "stopped rank: rank 0 has no FAIL row naming rank 2"
+grep -Eq '^\S+ +0 +job .* FAIL .*fence timed out' <<<"$out" || fail "stopped rank: no job FAIL row"
+(( $(date +%s) - t0 < 60 )) || fail "stopped rank took $(( $(date +%s) - t0 )) s"
+sleep 1
+pgrep -f "^$(dirname "$sr")/spark_doctor_probe" >/dev/null && fail "stopped rank: probe processes left"
+
+# 4. Bad input: refused with 2 before anything starts; a missing probe: 127.
 for bad in "-n 2 a.out" "-n abc" "-n 2 --probe-timeout-ms 0" "-n 2 --iters x" "--local -n 2" \
            "-n 2 --iters" "-n 2 --no-such-option" "--expect-mtu 12x"; do
   # shellcheck disable=SC2086

@@ -1,6 +1,7 @@
 #include "binding.hpp"
 
 #include <cstdlib>
+#include <memory>
 #include <optional>
 
 #include "spark/topo/error.hpp"
@@ -62,8 +63,8 @@ void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* er
     skip_unneeded_hwloc_plugins();
     topo::LoadOptions load = topo::load_options_from_env(env);
     if (!b.topology.empty()) load.xml_path = b.topology;
-    topo::Topology topology = topo::Topology::load(load);
-    topo::MachineInfo machine = topo::machine_info(topology);
+    auto topology = std::make_shared<topo::Topology>(topo::Topology::load(load));
+    topo::MachineInfo machine = topo::machine_info(*topology);
     topo::Plan plan = topo::make_plan(machine, options);
 
     // Default policy on an oversubscribed node: do not pin ranks onto shared cores (the
@@ -141,6 +142,12 @@ void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* er
     bool any = false;
     for (const auto& c : spec.cpusets) any = any || c.has_value();
     if (!any) spec.cpusets.clear();  // the node runner treats an empty vector as "unbound"
+    // The live machine's topology goes on to the PMIx server (one hwloc load per launch);
+    // an XML topology describes another machine and must not.
+    if (topology->is_this_system() && !topology->from_xml()) {
+      spec.hwloc_topology = topology->get();
+      spec.topology_owner = topology;
+    }
   } catch (const topo::TopologyError& e) {
     throw UsageError(e.what());
   }

@@ -20,6 +20,7 @@
 #include "exit_rules.hpp"
 #include "hostfile.hpp"
 #include "job_plan.hpp"
+#include "lean_handover.hpp"
 #include "node_runner.hpp"
 #include "options.hpp"
 #include "print_config.hpp"
@@ -192,6 +193,9 @@ int launch(const Options& o) {
 }
 
 int sparkrun_main(int argc, char** argv) {
+  // The lean sparkrun passes command lines that may need the multi-host part or doctor on to
+  // sparkrun-full before doing anything (lean_handover.hpp); a no-op in sparkrun-full.
+  hand_over_if_needed(argc, argv);
   // Block the signals the event loop takes through a signalfd, before any thread exists
   // (PMIx's threads inherit the mask, so the signals reach only the signalfd).
   sigset_t set;

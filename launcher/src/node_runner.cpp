@@ -573,9 +573,14 @@ int Runner::run() {
   }
   // One node: no fence hook; PMIx's thread completes the fence itself (its contributions
   // are the whole job's), without a hop through the loop.
-  topology_ = std::make_unique<LocalTopology>();
-  trace("topology loaded");
-  pmix_ = std::make_unique<PmixServer>(tmp.path(), hooks, topology_->get());
+  // One hwloc load per launch: the binding step's topology of this machine when there is one.
+  void* hwloc_topology = spec_.hwloc_topology;
+  if (hwloc_topology == nullptr) {
+    topology_ = std::make_unique<LocalTopology>();
+    hwloc_topology = topology_->get();
+    trace("topology loaded");
+  }
+  pmix_ = std::make_unique<PmixServer>(tmp.path(), hooks, hwloc_topology);
   trace("PMIx server up");
   PmixJob job;
   job.nspace = spec_.job_id;
@@ -618,6 +623,9 @@ int Runner::run() {
     // process leaves with _exit (main.cpp).
     say("PMIx server did not shut down (timeout or signal); exiting without it");
     (void)pmix_.release();  // PMIx's threads may still use it until _exit
+    // ... and the topology it was given: keep it alive too (never freed).
+    (void)topology_.release();
+    if (spec_.topology_owner) (void)new std::shared_ptr<const void>(spec_.topology_owner);
   }
 #endif
   return tracker_.exit_code();

@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,7 +47,12 @@ struct NodeRunSpec {
   std::vector<std::optional<cpu_set_t>> cpusets;
   std::vector<std::string> cpuset_text;  // SPARK_CPUSET per local rank ("15-19")
   std::vector<std::string> lanes;        // SPARK_LANES per local rank
-  NodeLink link;                         // multi-host hooks (daemon mode)
+  // This machine's hwloc topology (hwloc_topology_t), when the binding step loaded the live
+  // machine: the PMIx server gets the same one instead of a second load (~1-2 ms). Null: the
+  // runner loads a minimal one itself. `topology_owner` keeps it alive.
+  void* hwloc_topology = nullptr;
+  std::shared_ptr<const void> topology_owner;
+  NodeLink link;  // multi-host hooks (daemon mode)
 };
 
 /// Runs the node's ranks to completion; returns sparkrun's exit code (see exit_rules.hpp).

@@ -1,65 +1,105 @@
 #include "orphan_guard.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <system_error>
-#include <vector>
 
 namespace spark::launch {
 namespace {
 
-[[noreturn]] void watcher_main(int fd, std::vector<pid_t>& groups) {
+// The watcher's own memory: its stack and the list of groups it kills. Shared with sparkrun
+// (CLONE_VM) but touched by sparkrun only to map and, once the watcher is reaped, unmap it.
+struct WatcherArea {
+  int fd;           // read end of the pipe
+  size_t capacity;  // entries in groups
+  size_t count;
+  pid_t groups[1];  // [capacity]
+};
+
+constexpr size_t kStackSize = 64 * 1024;
+
+size_t area_bytes(size_t capacity) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t bytes = kStackSize + sizeof(WatcherArea) + capacity * sizeof(pid_t);
+  return (bytes + page - 1) / page * page;
+}
+
+// The watcher, from clone(CLONE_VM) to _exit. It shares sparkrun's memory (no copy of
+// sparkrun's page tables, as fork() would make, and no copy-on-write faults for sparkrun
+// afterwards) but has its own stack, file table and signal dispositions. Only plain system
+// calls here, and no allocation: sparkrun's heap is in use by sparkrun. (errno lives in
+// sparkrun's main-thread TLS: only failing calls write it, and none of these fail while
+// sparkrun is alive.)
+int watcher_main(void* p) {
+  auto* area = static_cast<WatcherArea*>(p);
   // Ignore terminal signals: Ctrl-C reaches sparkrun's process group, and sparkrun does
   // the orderly abort; the watcher only acts when sparkrun is gone.
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_IGN);
-  signal(SIGHUP, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
+  struct sigaction ign;
+  std::memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) sigaction(s, &ign, nullptr);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Do not hold sparkrun's stdout/stderr open (a reader would wait for us).
+  // Keep only the pipe's read end (as fd 3); do not hold sparkrun's stdout/stderr open (a
+  // reader would wait for us).
+  if (area->fd != 3) {
+    dup2(area->fd, 3);
+    area->fd = 3;
+  }
   int null_fd = open("/dev/null", O_RDWR);
   if (null_fd >= 0) {
     dup2(null_fd, 0);
     dup2(null_fd, 1);
     dup2(null_fd, 2);
   }
+  close_range(4, ~0U, 0);
   for (;;) {
     pid_t pgid = 0;
-    ssize_t n = read(fd, &pgid, sizeof pgid);
+    ssize_t n = read(3, &pgid, sizeof pgid);
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof pgid)) break;  // EOF: sparkrun is gone
     if (pgid == 0) _exit(0);                            // disarmed
-    if (groups.size() < groups.capacity()) groups.push_back(pgid);
+    if (area->count < area->capacity) area->groups[area->count++] = pgid;
   }
-  for (pid_t g : groups) kill(-g, SIGKILL);
+  for (size_t i = 0; i < area->count; ++i) kill(-area->groups[i], SIGKILL);
   _exit(0);
 }
 
 }  // namespace
 
 OrphanGuard::OrphanGuard(int max_groups) {
+  const size_t capacity = static_cast<size_t>(max_groups > 0 ? max_groups : 1);
+  area_size_ = area_bytes(capacity);
+  void* mem = mmap(nullptr, area_size_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (mem == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
+  area_ = mem;
+  auto* area = reinterpret_cast<WatcherArea*>(static_cast<char*>(mem) + kStackSize);
+  area->capacity = capacity;
+  area->count = 0;
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
-  std::vector<pid_t> groups;
-  groups.reserve(static_cast<size_t>(max_groups > 0 ? max_groups : 1));
-  pid_ = fork();
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    int err = errno;
+    release_area();
+    throw std::system_error(err, std::generic_category(), "pipe2");
+  }
+  area->fd = fds[0];
+  // The stack grows down from the start of the area.
+  pid_ = clone(watcher_main, area, CLONE_VM | SIGCHLD, area);
   if (pid_ < 0) {
     int err = errno;
     close(fds[0]);
     close(fds[1]);
-    throw std::system_error(err, std::generic_category(), "fork");
-  }
-  if (pid_ == 0) {
-    close(fds[1]);
-    if (fds[0] != 3) dup2(fds[0], 3);
-    close_range(4, ~0U, 0);  // keep only the read end (now fd 3)
-    watcher_main(3, groups);
+    release_area();
+    throw std::system_error(err, std::generic_category(), "clone (orphan watcher)");
   }
   close(fds[0]);
   fd_ = fds[1];
@@ -69,14 +109,21 @@ OrphanGuard::~OrphanGuard() {
   disarm();
 }
 
+void OrphanGuard::release_area() {
+  if (area_ != nullptr) munmap(area_, area_size_);
+  area_ = nullptr;
+}
+
 void OrphanGuard::reap() {
-  if (pid_ <= 0) return;
-  // Disarmed, the watcher exits at once; wait for it so that no zombie "[sparkrun]" is left
-  // for PID 1 (which, in a container, may never reap it).
-  int status;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  if (pid_ > 0) {
+    // Disarmed, the watcher exits at once; wait for it so that no zombie "[sparkrun]" is
+    // left for PID 1 (which, in a container, may never reap it).
+    int status;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
   }
-  pid_ = -1;
+  release_area();  // the watcher is gone: its stack and list are free
 }
 
 void OrphanGuard::watch(pid_t pgid) {

@@ -1,17 +1,20 @@
 // Kills the ranks' process groups when sparkrun dies without cleaning up (SIGKILL, crash).
 // PR_SET_PDEATHSIG already kills each rank itself; this watcher also reaches what the
-// ranks started (their children stay in the rank's process group). It is a small forked
-// process that waits for EOF on a pipe only sparkrun holds: an orderly exit disarms it
-// first, any other death of sparkrun makes it SIGKILL every registered group.
+// ranks started (their children stay in the rank's process group). It is a small process
+// (clone with CLONE_VM: it borrows sparkrun's memory instead of copying it, on its own small
+// stack) that waits for EOF on a pipe only sparkrun holds: an orderly exit disarms it first,
+// any other death of sparkrun makes it SIGKILL every registered group.
 #pragma once
 
 #include <sys/types.h>
+
+#include <cstddef>
 
 namespace spark::launch {
 
 class OrphanGuard {
  public:
-  /// Forks the watcher. Call while sparkrun is still single-threaded (before PMIx starts).
+  /// Starts the watcher. Call while sparkrun is still single-threaded (before PMIx starts).
   /// `max_groups`: how many process groups will be registered at most.
   explicit OrphanGuard(int max_groups);
   ~OrphanGuard();  // disarms and releases the watcher
@@ -26,8 +29,11 @@ class OrphanGuard {
 
  private:
   void reap();
+  void release_area();
   pid_t pid_ = -1;
   int fd_ = -1;
+  void* area_ = nullptr;  // the watcher's stack and group list (mmap)
+  size_t area_size_ = 0;
 };
 
 }  // namespace spark::launch

@@ -16,10 +16,11 @@ if(NOT TARGET spark_control)
                         PRIVATE spark_warnings)
 endif()
 
-if(TARGET sparkrun AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../remote_launch.cpp)
-  target_sources(sparkrun PRIVATE
+# In sparkrun-full (the lean sparkrun hands multi-host command lines over to it).
+if(TARGET sparkrun_full AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../remote_launch.cpp)
+  target_sources(sparkrun_full PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/../daemon.cpp
     ${CMAKE_CURRENT_LIST_DIR}/../remote_launch.cpp
   )
-  target_link_libraries(sparkrun PRIVATE spark_control)
+  target_link_libraries(sparkrun_full PRIVATE spark_control)
 endif()

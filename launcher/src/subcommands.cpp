@@ -16,7 +16,9 @@ namespace spark::launch {
 // (parts that add one declare its function in their own header and add it here).
 namespace {
 constexpr Subcommand kSubcommands[] = {
-    {"doctor", "check this host's RDMA devices, GIDs, MTU, locked memory, libraries",
+    {"doctor",
+     "check RDMA devices, GIDs, MTU, locked memory, libraries; with -n/--host: round trips "
+     "between every pair of ranks on every lane",
      &doctor::doctor_main},
 #ifdef SPARK_LAUNCH_HAVE_FABRIC
     {"fabric", "discover (and --write / check --fabric) the per-peer lane map of a host list",

@@ -76,8 +76,9 @@ for i in $(seq 0 $((n - 1))); do
     bridge link show dev "${pfx}c$i" | grep -q "state forwarding" && break; sleep 0.05
   done
 done
-opts=(--launch-agent 'ip netns exec {host}' --control-net "10.$s.200.0/24"
-    -n "$n" --host "$hosts" -x "SPARK_DATA_NET=10.$s.0.0/17" -x SPARKNET_ROCE_TIMEOUT_MS=20000)
+base=(--launch-agent 'ip netns exec {host}' --control-net "10.$s.200.0/24"
+    -x "SPARK_DATA_NET=10.$s.0.0/17" -x SPARKNET_ROCE_TIMEOUT_MS=20000)
+opts=("${base[@]}" -n "$n" --host "$hosts")
 sr=("$sparkrun" "${opts[@]}")
 fr=("$sparkrun" fabric "${opts[@]}")  # `sparkrun fabric` runs $discover through sparkrun
 export SPARK_FABRIC_DISCOVER=$discover
@@ -167,5 +168,14 @@ if [ -x "$job" ]; then
   "${sr[@]}" -x SPARK_TRANSPORT=tcp "$job" check >"$out/j" 2>&1 || fail "fabric_job check rc $?"
   [ "$(grep -c "fabric_job: rank [0-9]* ok" "$out/j")" = "$n" ] || fail "not every rank checked ok"
   grep "1 MiB" "$out/j"
+  if [ "$shape" = ring ]; then
+    # Two ranks per host (shared memory inside a host, tcp and relays between hosts; the
+    # first rank of each host probes and relays).
+    "$sparkrun" "${base[@]}" -n $((2 * n)) --host "${hosts//,/:2,}:2" "$job" check >"$out/j2" 2>&1 ||
+      fail "fabric_job check, 2 ranks per host: rc $?"
+    [ "$(grep -c "fabric_job: rank [0-9]* ok" "$out/j2")" = $((2 * n)) ] ||
+      fail "not every rank checked ok (2 ranks per host)"
+    grep "1 MiB" "$out/j2"
+  fi
 fi
 cat "$out/o" "$out/e3"; echo "PASS $shape"

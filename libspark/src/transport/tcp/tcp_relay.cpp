@@ -112,8 +112,7 @@ void TcpRelay::run() noexcept {
     ab.from = p.a_fd, ab.to = p.b_fd, ab.from_rank = p.src, ab.to_rank = p.dst, ab.lane = &p.b_lane;
     ba.from = p.b_fd, ba.to = p.a_fd, ba.from_rank = p.dst, ba.to_rank = p.src, ba.lane = &p.a_lane;
     for (Dir* d : {&ab, &ba}) {
-      d->cap = buffer_bytes_;
-      d->buf = std::make_unique<std::byte[]>(d->cap);
+      d->cap = buffer_bytes_;  // allocated on first data: idle pairs cost no memory
       d->since = start;
     }
   }
@@ -155,6 +154,7 @@ void TcpRelay::run() noexcept {
     for (std::size_t i = 0; i < dirs.size(); ++i) {
       Dir& d = dirs[i];
       // Read what `from` has (non-blocking; a stray wake-up costs one EAGAIN).
+      if (!d.buf && !d.eof) d.buf = std::make_unique<std::byte[]>(d.cap);
       while (!d.eof && d.tail < d.cap) {
         ssize_t r = ::recv(d.from, d.buf.get() + d.tail, d.cap - d.tail, MSG_DONTWAIT);
         if (r > 0) {

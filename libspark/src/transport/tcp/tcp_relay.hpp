@@ -39,7 +39,8 @@ class TcpRelay {
   using OnFailure = std::function<void(const FailureRecord&)>;
   /// Takes ownership of the pipes' sockets and starts the thread.
   TcpRelay(int rank, std::string host, std::vector<RelayPipe> pipes,
-           std::chrono::milliseconds timeout, OnFailure on_failure, std::size_t buffer_bytes = 1 << 20);
+           std::chrono::milliseconds timeout, OnFailure on_failure,
+           std::size_t buffer_bytes = 256 * 1024);
   /// Bounded drain (see above), then stops the thread and closes every socket.
   ~TcpRelay();
   TcpRelay(const TcpRelay&) = delete;

@@ -227,9 +227,17 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   if (tcp_lanes.empty()) tcp_lanes.push_back({"lo", 1, 0x7f000001u, 8});
   std::vector<std::unique_ptr<TcpListener>> listeners;
   std::string ports;
-  for (const auto& l : tcp_lanes) {
-    listeners.push_back(std::make_unique<TcpListener>(l));
+  for (std::size_t i = 0; i < tcp_lanes.size();) {
+    try {
+      listeners.push_back(std::make_unique<TcpListener>(tcp_lanes[i]));
+    } catch (const std::exception& e) {  // e.g. an address still tentative: not a lane
+      rows.push_back(
+          {host, rank, "lanes", "tcp:" + tcp_lanes[i].name, "-", Status::warn, "-", e.what()});
+      tcp_lanes.erase(tcp_lanes.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
     ports += (ports.empty() ? "" : ",") + std::to_string(listeners.back()->port());
+    ++i;
   }
   boot->put("spark.doctor.host", as_bytes(host));
   boot->put("spark.doctor.rdma", as_bytes(fabric::encode_lanes(rdma.published)));

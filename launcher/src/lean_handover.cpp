@@ -15,6 +15,7 @@
 #ifdef SPARKRUN_LEAN
 #include "daemon.hpp"
 #include "doctor.hpp"
+#include "print_config.hpp"
 #include "remote_launch.hpp"
 #endif
 
@@ -97,6 +98,9 @@ int daemon_main(int, char**) {
   hand_over_to_full();
 }
 int run_multihost(const MultiHostSpec&) {
+  hand_over_to_full();
+}
+int print_config() {  // libspark's knob table (and libfmt) live in sparkrun-full
   hand_over_to_full();
 }
 namespace doctor {

@@ -1,9 +1,10 @@
 // Two executables, one sparkrun (docs/launcher.md, "Lean launcher"): `sparkrun` is built
-// without the multi-host control plane (Asio, OpenSSL) and `sparkrun doctor` (libibverbs,
-// libnl, libudev), whose loading and relocation cost ~2-3 ms on every launch although a
-// one-host job never uses them. `sparkrun-full`, installed next to it, is the complete
-// program; the lean one hands a command line over to it (execv, same pid, same argv and
-// environment) before doing anything when that command line may need those parts.
+// without the multi-host control plane (Asio, OpenSSL), `sparkrun doctor` (libibverbs,
+// libnl, libudev) and --print-config (libspark's knob table, libfmt), whose loading and
+// relocation cost ~3 ms on every launch although a one-host job never uses them. `sparkrun-full`,
+// installed next to it, is the complete program; the lean one hands a command line over to it
+// (execv, same pid, same argv and environment) before doing anything when that command line may
+// need those parts.
 #pragma once
 
 namespace spark::launch {

@@ -31,6 +31,7 @@
 #include "remote_launch.hpp"
 #include "slurm_plan.hpp"
 #include "spawn.hpp"
+#include "stderr_output.hpp"
 #include "subcommands.hpp"
 #ifdef SPARK_LAUNCH_HAVE_FABRIC
 #include "fabric_command.hpp"
@@ -79,7 +80,7 @@ int usage_error(const std::string& message) {
   return kExitUsage;
 }
 
-int launch(const Options& o) {
+int launch(const Options& o, std::chrono::steady_clock::time_point started) {
   // Hosts.
   std::vector<HostSlots> hosts;
   for (const auto& h : o.hosts) {
@@ -177,6 +178,7 @@ int launch(const Options& o) {
   spec.node = 0;  // single host: the launcher runs the (only) node itself
 #ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
   plan_node_binding(binding_options(o), spec);  // cores and lanes per rank (docs/binding.md)
+  if (o.verbose) say_elapsed(started, "binding planned (topology loaded)");
 #endif
   spec.program_path = *program;
   spec.argv = o.command;
@@ -185,6 +187,8 @@ int launch(const Options& o) {
   spec.timeout_s = o.timeout_s;
   spec.kill_grace_s = o.kill_grace_s;
   spec.verbose = o.verbose;
+  spec.verbose_since = started;
+  spec.exit_after_run = true;  // sparkrun ends with the job: no PMIx teardown (main() below)
   const auto trace =
       TraceJob::begin(spec.exports);  // SPARK_TRACE: merge the ranks' files at the end
   const int rc = run_node(spec);
@@ -193,6 +197,7 @@ int launch(const Options& o) {
 }
 
 int sparkrun_main(int argc, char** argv) {
+  const auto started = std::chrono::steady_clock::now();  // -v times count from here
   // The lean sparkrun passes command lines that may need the multi-host part or doctor on to
   // sparkrun-full before doing anything (lean_handover.hpp); a no-op in sparkrun-full.
   hand_over_if_needed(argc, argv);
@@ -232,7 +237,7 @@ int sparkrun_main(int argc, char** argv) {
         return rc;
     }
 #endif
-    return launch(r.options);
+    return launch(r.options, started);
   } catch (const UsageError& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {
@@ -248,7 +253,8 @@ int main(int argc, char** argv) {
   const int rc = spark::launch::sparkrun_main(argc, argv);
 #ifdef SPARK_LAUNCH_HAVE_PMIX
   if (spark::launch::finalize_abandoned()) {
-    // PMIx's threads are still inside the library: skip every exit-time destructor.
+    // PMIx's threads are still inside the library (left running at the end of a one-host
+    // job, or a finalize that did not return): skip every exit-time destructor.
     std::fflush(nullptr);
     std::_Exit(rc);
   }

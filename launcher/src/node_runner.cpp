@@ -131,7 +131,8 @@ std::atomic<int> g_failed_job_code{-1};
 
 class Runner {
  public:
-  explicit Runner(const NodeRunSpec& spec) : spec_(spec), t0_(Clock::now()) {}
+  explicit Runner(const NodeRunSpec& spec)
+      : spec_(spec), t0_(spec.verbose_since.value_or(Clock::now())) {}
   ~Runner() {
     if (spec_.link.attach) spec_.link.attach({});  // the daemon's stop must not outlive us
     // Only on an error path: never leave a started rank behind.
@@ -615,7 +616,14 @@ int Runner::run() {
   guard_->disarm();
 #ifdef SPARK_LAUNCH_HAVE_PMIX
   run_posted();  // aborts queued at the very end: release their PMIx waits now
-  if (pmix_->finalize(std::chrono::seconds(2), sigfd_.get())) {
+  if (spec_.exit_after_run) {
+    // Every rank has ended and the process ends next: no PMIx teardown (see leave_to_exit).
+    pmix_->leave_to_exit();
+    (void)pmix_.release();
+    (void)topology_.release();
+    if (spec_.topology_owner) (void)new std::shared_ptr<const void>(spec_.topology_owner);
+    trace("PMIx server left to the exit");
+  } else if (pmix_->finalize(std::chrono::seconds(2), sigfd_.get())) {
     pmix_.reset();
     trace("PMIx server finalized");
   } else {

@@ -6,6 +6,7 @@
 
 #include <sched.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -43,6 +44,12 @@ struct NodeRunSpec {
   std::optional<double> timeout_s;
   double kill_grace_s = 2.0;
   bool verbose = false;
+  // The process ends right after run_node (sparkrun on one host): PMIx's server is left to
+  // the process exit instead of finalized (PmixServer::leave_to_exit; main() then leaves with
+  // _exit). A node daemon, which talks to the launcher afterwards, finalizes.
+  bool exit_after_run = false;
+  // For --verbose: the times printed are since this point (main's start when set).
+  std::optional<std::chrono::steady_clock::time_point> verbose_since;
   // Binding, per local rank (empty or nullopt: unbound). Filled by the topology part.
   std::vector<std::optional<cpu_set_t>> cpusets;
   std::vector<std::string> cpuset_text;  // SPARK_CPUSET per local rank ("15-19")

@@ -310,6 +310,13 @@ bool PmixServer::finalize(std::chrono::milliseconds limit, int signal_fd) {
   return false;
 }
 
+void PmixServer::leave_to_exit() {
+  if (finalized_) return;
+  finalized_ = true;
+  g_server = nullptr;  // a late callback (a rank's straggling child) finds no server
+  g_abandoned = true;
+}
+
 void PmixServer::register_job(const PmixJob& job, uid_t uid, gid_t gid) {
   job_ = job;
   const auto& local = job.node_ranks.at(static_cast<size_t>(job.this_node));

@@ -40,8 +40,9 @@ struct PmixHooks {
   std::function<void(int rank)> finalized;
 };
 
-/// True once a PmixServer::finalize gave up: the process must leave with _exit (exit()
-/// would run teardown code while PMIx's threads are still inside the library).
+/// True once a PmixServer::finalize gave up (or leave_to_exit was called): the process must
+/// leave with _exit (exit() would run teardown code while PMIx's threads are still inside the
+/// library).
 bool finalize_abandoned();
 
 class PmixServer {
@@ -67,6 +68,12 @@ class PmixServer {
   /// (a signalfd, or -1). After false the object must be leaked and the process must end
   /// soon with _exit (see finalize_abandoned()). The destructor finalizes with a 5 s bound.
   bool finalize(std::chrono::milliseconds limit, int signal_fd);
+  /// For a process that ends right after its job (sparkrun on one host): no finalize; PMIx is
+  /// left running, its callbacks are cut off, and the process must leave with _exit, as after
+  /// an abandoned finalize. The kernel closes PMIx's sockets; the job's tmpdir (rendezvous
+  /// files) is the caller's to remove. Saves PMIx's teardown (~1 ms, and a thread hand-off
+  /// per progress thread) when every client is gone anyway. The object must be leaked.
+  void leave_to_exit();
   const PmixJob& job() const { return job_; }
 
  private:

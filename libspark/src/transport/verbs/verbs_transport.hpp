@@ -91,8 +91,8 @@ class VerbsTransport final : public Transport {
     std::uint64_t* credit_src = nullptr;  ///< registered source of credit writes
     std::uint64_t rx_seen = 0;            ///< messages released on this lane
     std::uint64_t tx_sent = 0;            ///< messages sent on this lane
-    int outstanding = 0;       ///< WRs in the send queue not yet retired (SQ accounting)
-    int data_outstanding = 0;  ///< messages whose flag write has not completed
+    int outstanding = 0;                  ///< WRs in the send queue not yet retired (SQ accounting)
+    int data_outstanding = 0;             ///< messages whose flag write has not completed
     bool credit_dirty = false;            ///< a credit write is owed (SQ was full)
   };
   struct Peer {
@@ -101,6 +101,7 @@ class VerbsTransport final : public Transport {
     std::string error;  ///< first error completion, "" while healthy
     int live_fd = -1;   ///< liveness connection (-1: none)
     bool closed = false;
+    bool finished = false;  ///< it sent the goodbye byte: its transport ended cleanly
   };
 
   std::size_t stride() const noexcept;

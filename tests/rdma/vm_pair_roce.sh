@@ -1,0 +1,52 @@
+# Runs inside each VM of vm_pair.sh (two links: ethK = 10.60.K.NODE/24 with rxeK): RoCE v2
+# across a real wire. Node 1 is rank 0 (rendezvous on 10.60.0.1), node 2 is rank 1; each VM
+# checks its own results, so both consoles carry a verdict.
+#   1. the fabric map with RDMA lanes: two direct lane pairs, rxe0<->rxe0 and rxe1<->rxe1;
+#   2. libspark collectives on SPARK_TRANSPORT=roce striped over rxe0+rxe1 (allreduce_perf
+#      checks every element on every rank), and both e1000 links carried the traffic.
+set -u
+node=$(cat /etc/spark_node)
+peer=$((3 - node))
+rank=$((node - 1))
+failed=0
+run() {
+  name=$1; shift
+  echo "=== $name: $*"
+  t0=$(date +%s)
+  if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
+}
+expect() { grep -qF -- "$1" "$2" || { echo "missing in $2: $1"; return 1; }; }
+export SPARK_RANK=$rank SPARK_SIZE=2 SPARK_HOST=vm$node SPARK_TRANSPORT=roce
+export SPARKNET_ROCE_TIMEOUT_MS=30000 SPARK_JOIN_TIMEOUT_MS=120000
+
+peer_up() {  # the other VM boots at its own pace
+  i=0
+  while [ $i -lt 150 ]; do
+    ping -c 1 -W 1 10.60.0.$peer >/dev/null 2>&1 && ping -c 1 -W 1 10.60.1.$peer >/dev/null 2>&1 && return 0
+    i=$((i + 1))
+  done
+  return 1
+}
+fabric() {
+  SPARK_RENDEZVOUS=10.60.0.1:29500 spark_fabric_discover --write /tmp/map.json >/tmp/fab.out 2>&1
+  rc=$?
+  cat /tmp/fab.out
+  [ $rc -eq 0 ] || return 1
+  [ $node -eq 2 ] && return 0  # rank 0 prints the map
+  expect "vm1 -> vm2: direct rxe0(10.60.0.1)->rxe0(10.60.0.2) rxe1(10.60.1.1)->rxe1(10.60.1.2)" /tmp/fab.out &&
+    expect "vm2 -> vm1: direct rxe0(10.60.0.2)->rxe0(10.60.0.1) rxe1(10.60.1.2)->rxe1(10.60.1.1)" /tmp/fab.out
+}
+tx() { cat /sys/class/net/eth$1/statistics/tx_bytes; }
+collectives() {
+  a0=$(tx 0) a1=$(tx 1)
+  SPARK_LANES=rxe0,rxe1 SPARK_RENDEZVOUS=10.60.0.1:29501 allreduce_perf -b 8 -e 4M -f 8 -n 2 -w 1 || return 1
+  SPARK_LANES=rxe0,rxe1 SPARK_RENDEZVOUS=10.60.0.1:29502 allreduce_perf -t allgather -b 8 -e 1M -f 64 -n 2 -w 1 || return 1
+  d0=$(( $(tx 0) - a0 )) d1=$(( $(tx 1) - a1 ))
+  echo "sent over eth0: $d0 bytes, eth1: $d1 bytes"
+  [ $d0 -gt 1000000 ] && [ $d1 -gt 1000000 ]
+}
+run peer_up peer_up
+[ $failed -eq 0 ] || exit 1
+run fabric_rdma_lanes fabric
+run roce_collectives_2_links collectives
+exit $failed

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -47,7 +48,8 @@ void expect(bool ok, int rank, const std::string& what) {
 }
 
 // Every rank's digest of `data` must equal rank 0's.
-void same_everywhere(spark::Communicator& comm, const void* data, std::size_t n, const std::string& what) {
+void same_everywhere(spark::Communicator& comm, const void* data, std::size_t n,
+                     const std::string& what) {
   std::uint64_t mine = digest(data, n);
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
   comm.allgather(&mine, all.data(), 1, DType::i64);
@@ -56,10 +58,32 @@ void same_everywhere(spark::Communicator& comm, const void* data, std::size_t n,
            what + ": rank " + std::to_string(r) + "'s result differs from rank 0's");
 }
 
+// allgather and broadcast (every root) at one size.
+void move_data(spark::Communicator& comm, std::size_t count, const std::string& sz) {
+  const int rank = comm.rank(), size = comm.size();
+  std::vector<float> in(count), all(count * static_cast<std::size_t>(size));
+  for (std::size_t i = 0; i < count; ++i) in[i] = value(rank, i);
+  comm.allgather(in.data(), all.data(), count, DType::f32);
+  bool ok = true;
+  for (int r = 0; r < size; ++r)
+    for (std::size_t i = 0; i < count; ++i)
+      ok = ok && all[static_cast<std::size_t>(r) * count + i] == value(r, i);
+  expect(ok, rank, "allgather" + sz + " wrong");
+  for (int root = 0; root < size; ++root) {
+    std::vector<float> b(count);
+    for (std::size_t i = 0; i < count; ++i) b[i] = rank == root ? value(root, i) : -1.0f;
+    comm.broadcast(b.data(), count, DType::f32, root);
+    ok = true;
+    for (std::size_t i = 0; i < count; ++i) ok = ok && b[i] == value(root, i);
+    expect(ok, rank, "broadcast" + sz + " from root " + std::to_string(root) + " wrong");
+  }
+}
+
 void check(spark::Communicator& comm) {
   const int rank = comm.rank(), size = comm.size();
   const auto un = static_cast<std::size_t>(size);
-  for (std::size_t bytes : {std::size_t{8}, std::size_t{4096}, std::size_t{100 * 1024}, std::size_t{1 << 20}}) {
+  for (std::size_t bytes :
+       {std::size_t{8}, std::size_t{4096}, std::size_t{100 * 1024}, std::size_t{1 << 20}}) {
     const std::size_t count = bytes / sizeof(float);
     const std::string sz = " " + std::to_string(bytes) + " B";
     std::vector<float> in(count), out(count), want(count);
@@ -73,52 +97,61 @@ void check(spark::Communicator& comm) {
     }
     expect(std::memcmp(out.data(), want.data(), bytes) == 0, rank, "allreduce" + sz + " wrong");
     same_everywhere(comm, out.data(), bytes, "allreduce" + sz);
-    // allgather
-    std::vector<float> all(count * un);
-    comm.allgather(in.data(), all.data(), count, DType::f32);
-    bool ok = true;
-    for (int r = 0; r < size; ++r)
-      for (std::size_t i = 0; i < count; ++i) ok = ok && all[static_cast<std::size_t>(r) * count + i] == value(r, i);
-    expect(ok, rank, "allgather" + sz + " wrong");
-    // broadcast from every root
-    for (int root = 0; root < size; ++root) {
-      std::vector<float> b(count);
-      for (std::size_t i = 0; i < count; ++i) b[i] = rank == root ? value(root, i) : -1.0f;
-      comm.broadcast(b.data(), count, DType::f32, root);
-      ok = true;
-      for (std::size_t i = 0; i < count; ++i) ok = ok && b[i] == value(root, i);
-      expect(ok, rank, "broadcast" + sz + " from root " + std::to_string(root) + " wrong");
-    }
+    move_data(comm, count, sz);
+    // The same with the ring forced at every size (a fully connected map has no ring).
+    comm.impl().set_ring_min_bytes(0, 0);
+    move_data(comm, count, sz + " (ring)");
+    comm.impl().set_ring_min_bytes(64 * 1024, 4 << 20);
     // alltoall: block p of rank r is value(r * size + p, i)
     const std::size_t per = std::max<std::size_t>(1, count / un);
     std::vector<float> s(per * un), d(per * un);
     for (int p = 0; p < size; ++p)
-      for (std::size_t i = 0; i < per; ++i) s[static_cast<std::size_t>(p) * per + i] = value(rank * size + p, i);
+      for (std::size_t i = 0; i < per; ++i)
+        s[static_cast<std::size_t>(p) * per + i] = value(rank * size + p, i);
     comm.alltoall(s.data(), d.data(), per, DType::f32);
-    ok = true;
+    bool ok = true;
     for (int p = 0; p < size; ++p)
-      for (std::size_t i = 0; i < per; ++i) ok = ok && d[static_cast<std::size_t>(p) * per + i] == value(p * size + rank, i);
+      for (std::size_t i = 0; i < per; ++i)
+        ok = ok && d[static_cast<std::size_t>(p) * per + i] == value(p * size + rank, i);
     expect(ok, rank, "alltoall" + sz + " wrong");
   }
-  // 1 MiB timings (best of 5), for docs/fabric.md.
-  std::vector<float> in(1 << 18, 1.0f), out(in.size()), all(in.size() * un);
+  // 1 MiB timings (best of 5), for docs/fabric.md; FABRIC_JOB_BYTES=N times N bytes instead.
+  const char* tb = std::getenv("FABRIC_JOB_BYTES");
+  const std::size_t timed =
+      tb != nullptr ? std::strtoull(tb, nullptr, 10) / sizeof(float) : 1 << 18;
+  std::vector<float> in(std::max<std::size_t>(timed, un), 1.0f), out(in.size()),
+      all(in.size() * un);
   auto best = [&](auto&& f) {
     double b = 1e9;
     for (int it = 0; it < 5; ++it) {
       comm.barrier();
       auto t0 = std::chrono::steady_clock::now();
       f();
-      b = std::min(b, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      b = std::min(
+          b,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     return b;
   };
-  double ar = best([&] { comm.allreduce(in.data(), out.data(), in.size(), DType::f32, ReduceOp::sum); });
+  double ar =
+      best([&] { comm.allreduce(in.data(), out.data(), in.size(), DType::f32, ReduceOp::sum); });
   double ag = best([&] { comm.allgather(in.data(), all.data(), in.size() / un, DType::f32); });
   double bc = best([&] { comm.broadcast(in.data(), in.size(), DType::f32, 0); });
+  // The same through the relay instead of the ring (on a fully connected map: no difference).
+  comm.impl().set_ring_min_bytes(SIZE_MAX, SIZE_MAX);
+  double ag_relay =
+      best([&] { comm.allgather(in.data(), all.data(), in.size() / un, DType::f32); });
+  double bc_relay = best([&] { comm.broadcast(in.data(), in.size(), DType::f32, 0); });
+  comm.impl().set_ring_min_bytes(64 * 1024, 4 << 20);
   comm.barrier();
   if (rank == 0)
-    std::printf("fabric_job: 1 MiB allreduce %.2f ms, allgather (1 MiB total) %.2f ms, broadcast %.2f ms\n",
-                ar, ag, bc);
+    std::printf("fabric_job: without the ring (relay): allgather %.2f ms, broadcast %.2f ms\n",
+                ag_relay, bc_relay);
+  if (rank == 0)
+    std::printf(
+        "fabric_job: %zu B allreduce %.2f ms, allgather (same total) %.2f ms, "
+        "broadcast %.2f ms\n",
+        in.size() * sizeof(float), ar, ag, bc);
   std::printf("fabric_job: rank %d %s (transport %s)\n", rank, failures == 0 ? "ok" : "FAILED",
               comm.impl().transport_summary().c_str());
 }

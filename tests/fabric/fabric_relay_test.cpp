@@ -68,10 +68,12 @@ TEST(Relay, ForwardsBothWaysAndEndsWhenBothSidesClose) {
   Pair src, dst;  // src.fd[0]: rank 0's socket; src.fd[1]: the relay's inbound end
   std::vector<RelayPipe> pipes{{src.take(1), dst.take(1), 0, 2, "tcp:to0", "tcp:to2"}};
   int calls = 0;
-  auto relay = std::make_unique<TcpRelay>(1, "n1", std::move(pipes), std::chrono::milliseconds(5000),
-                                          [&](const FailureRecord&) { ++calls; }, 64 * 1024);
+  auto relay = std::make_unique<TcpRelay>(
+      1, "n1", std::move(pipes), std::chrono::milliseconds(5000),
+      [&](const FailureRecord&) { ++calls; }, 64 * 1024);
   std::vector<unsigned char> out(3 << 20), back(out.size()), in(out.size());
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<unsigned char>(i * 7 + i / 4096);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<unsigned char>(i * 7 + i / 4096);
   std::thread writer([&] { EXPECT_TRUE(write_all(src.fd[0], out.data(), out.size())); });
   ASSERT_TRUE(read_all(dst.fd[0], in.data(), in.size()));
   writer.join();
@@ -173,7 +175,10 @@ TcpFabric ring_fabric(int n) {
   std::vector<std::vector<fabric::Lane>> lanes(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     // cable k = (i, i+1): 10.7.k.1 on i ("p0"), 10.7.k.2 on i+1 ("p1")
-    auto ip = [](int k, int host) { return (10u << 24) | (7u << 16) | (static_cast<std::uint32_t>(k) << 8) | static_cast<std::uint32_t>(host); };
+    auto ip = [](int k, int host) {
+      return (10u << 24) | (7u << 16) | (static_cast<std::uint32_t>(k) << 8) |
+             static_cast<std::uint32_t>(host);
+    };
     lanes[static_cast<std::size_t>(i)].push_back({"p0", 0, ip(i, 1), 30});
     lanes[static_cast<std::size_t>((i + 1) % n)].push_back({"p1", 1, ip(i, 2), 30});
   }

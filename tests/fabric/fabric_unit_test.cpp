@@ -191,17 +191,19 @@ TEST(FabricRing, RingOrderFollowsDirectLinksTheSameOnEveryNode) {
   EXPECT_EQ(ring_order(build_map(ring4(), all_ok)), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(ring_order(build_map(triangle(), all_ok)), (std::vector<int>{0, 1, 2}));
   // 4-ring cabled 0-2, 2-1, 1-3, 3-0: the cycle is 0 2 1 3, not rank order.
-  std::vector<std::vector<Lane>> odd = {{lane("p0", 0, "10.3.1.1/30"), lane("p1", 1, "10.3.4.2/30")},
-                                        {lane("p0", 0, "10.3.3.1/30"), lane("p1", 1, "10.3.2.2/30")},
-                                        {lane("p0", 0, "10.3.2.1/30"), lane("p1", 1, "10.3.1.2/30")},
-                                        {lane("p0", 0, "10.3.4.1/30"), lane("p1", 1, "10.3.3.2/30")}};
+  std::vector<std::vector<Lane>> odd = {
+      {lane("p0", 0, "10.3.1.1/30"), lane("p1", 1, "10.3.4.2/30")},
+      {lane("p0", 0, "10.3.3.1/30"), lane("p1", 1, "10.3.2.2/30")},
+      {lane("p0", 0, "10.3.2.1/30"), lane("p1", 1, "10.3.1.2/30")},
+      {lane("p0", 0, "10.3.4.1/30"), lane("p1", 1, "10.3.3.2/30")}};
   EXPECT_EQ(ring_order(build_map(odd, all_ok)), (std::vector<int>{0, 2, 1, 3}));
   // A line (the triangle with the 0-2 cable dead) has no cycle: no ring, relays only.
   auto line = build_map(triangle(), [](int a, int, int b, int) { return !(a == 0 && b == 2); });
   EXPECT_TRUE(ring_order(line).empty());
   // One node; a pair.
   EXPECT_EQ(ring_order(build_map({{lane("p0", 0, "10.4.1.1/30")}}, all_ok)), std::vector<int>{0});
-  EXPECT_EQ(ring_order(build_map({{lane("p0", 0, "10.4.1.1/30")}, {lane("p0", 0, "10.4.1.2/30")}}, all_ok)),
+  EXPECT_EQ(ring_order(build_map({{lane("p0", 0, "10.4.1.1/30")}, {lane("p0", 0, "10.4.1.2/30")}},
+                                 all_ok)),
             (std::vector<int>{0, 1}));
 }
 

@@ -205,7 +205,7 @@ void CommunicatorImpl::broadcast(void* buffer, std::size_t count, DType dtype, i
   if (size_ == 1) return;
   const std::size_t es = dtype_size(dtype), pe = piece_ / es;
   auto* buf = static_cast<std::byte*>(buffer);
-  if (use_ring(count * es)) return broadcast_ring(buf, count, dtype, root);  // coll/ring.cpp
+  if (use_broadcast_ring(count * es)) return broadcast_ring(buf, count, dtype, root);  // ring.cpp
   const std::size_t np = pieces(count, pe);
   if (rank_ == root) {
     for (std::size_t k = 0; k < np; ++k) {

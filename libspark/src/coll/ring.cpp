@@ -13,16 +13,18 @@
 namespace spark {
 
 namespace {
-// Below this many bytes per block the relay's extra hop costs less than n-1 ring steps.
-constexpr std::size_t kRingMinBytes = 64 * 1024;
-
 std::size_t ring_pos(const std::vector<int>& ring, int rank) {
   return static_cast<std::size_t>(std::find(ring.begin(), ring.end(), rank) - ring.begin());
 }
 }  // namespace
 
 bool CommunicatorImpl::use_ring(std::size_t bytes) const noexcept {
-  return size_ > 2 && ring_.size() == static_cast<std::size_t>(size_) && bytes >= kRingMinBytes;
+  return size_ > 2 && ring_.size() == static_cast<std::size_t>(size_) && bytes >= ring_min_bytes_;
+}
+
+bool CommunicatorImpl::use_broadcast_ring(std::size_t bytes) const noexcept {
+  return size_ > 2 && ring_.size() == static_cast<std::size_t>(size_) &&
+         bytes >= ring_bcast_min_bytes_;
 }
 
 // Step s: pass the block that came from s hops to the left on to the right neighbour.

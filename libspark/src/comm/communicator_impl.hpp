@@ -108,6 +108,13 @@ class CommunicatorImpl {
     piece_ = std::clamp<std::size_t>(bytes & ~std::size_t{63}, 64, max_piece_);
   }
   std::size_t piece_bytes_setting() const noexcept { return piece_; }
+  /// Smallest allgather (bytes per rank) and broadcast that follow the ring of direct links
+  /// when the fabric map is not fully connected (docs/fabric.md); SIZE_MAX: never (relay).
+  /// Every rank must use the same values; for measurements and tests.
+  void set_ring_min_bytes(std::size_t allgather, std::size_t broadcast) noexcept {
+    ring_min_bytes_ = allgather;
+    ring_bcast_min_bytes_ = broadcast;
+  }
 
  private:
   /// The operation in progress (for headers and failure records).
@@ -149,6 +156,7 @@ class CommunicatorImpl {
   // ring algorithms over ring_ (coll/ring.cpp): pure data movement, so results stay bitwise
   // the same as the direct algorithms'
   bool use_ring(std::size_t bytes) const noexcept;
+  bool use_broadcast_ring(std::size_t bytes) const noexcept;
   void allgather_ring(const std::byte* own, std::byte* out, std::size_t send_count, DType dtype);
   void broadcast_ring(std::byte* buf, std::size_t count, DType dtype, int root);
 
@@ -171,6 +179,10 @@ class CommunicatorImpl {
   /// Rank ring over direct links when the fabric map is not fully connected (docs/fabric.md);
   /// empty otherwise. Identical on every rank. Set at wire-up; used by coll/ring.cpp.
   std::vector<int> ring_;
+  std::size_t ring_min_bytes_ = 64 * 1024;  ///< below: relay (one hop more beats n-1 steps)
+  /// A broadcast chain pays n-1 hops of pipeline fill: measured on the netns 4-ring the relay
+  /// was faster at 1 MiB, the chain at 8 MiB (docs/fabric.md, Figures).
+  std::size_t ring_bcast_min_bytes_ = 4 << 20;
 
   std::atomic<std::uint32_t> timeout_ms_;
   mutable std::mutex mirrors_mu_;

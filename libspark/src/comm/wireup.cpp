@@ -34,7 +34,8 @@ int endpoint_port(const std::string& ep, int rank) {
   auto semi = ep.rfind(';');
   int port = 0;
   if (semi == std::string::npos || std::sscanf(ep.c_str() + semi + 1, "%d", &port) != 1)
-    throw BootstrapError("tcp transport: malformed endpoint '" + ep + "' of rank " + std::to_string(rank));
+    throw BootstrapError("tcp transport: malformed endpoint '" + ep + "' of rank " +
+                         std::to_string(rank));
   return port;
 }
 
@@ -67,9 +68,10 @@ std::unique_ptr<transport::TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, i
       for (std::size_t i = 0; i < mine.size(); ++i)
         for (std::size_t j = 0; j < theirs.size(); ++j)
           if (fabric::same_subnet(mine[i], theirs[j]) &&
-              fabric::probe_connect(mine[i], theirs[j].ipv4,
-                                    f->ports[static_cast<std::size_t>(f->speaker[static_cast<std::size_t>(b)])],
-                                    std::min(join, std::chrono::milliseconds(3000))))
+              fabric::probe_connect(
+                  mine[i], theirs[j].ipv4,
+                  f->ports[static_cast<std::size_t>(f->speaker[static_cast<std::size_t>(b)])],
+                  std::min(join, std::chrono::milliseconds(3000))))
             ok += std::to_string(b) + ":" + std::to_string(i) + ":" + std::to_string(j) + ";";
     }
     boot.put("spark.fabric.probe", bootstrap::as_bytes(ok));
@@ -86,13 +88,17 @@ std::unique_ptr<transport::TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, i
       p = s.find(';', p) + 1;
     }
   }
-  f->map = fabric::build_map(f->lanes, [&](int a, int i, int b, int j) { return works.count({a, i, b, j}) > 0; });
+  f->map = fabric::build_map(f->lanes, [&](int a, int i, int b, int j) {
+    return works.count({a, i, b, j}) > 0;
+  });
   for (int a = 0; a < n; ++a)
     for (int b = 0; b < n; ++b)
       if (f->map.route(a, b).kind == fabric::Route::Kind::unreachable)
-        throw BootstrapError("fabric: node " + f->hosts[static_cast<std::size_t>(a)] + " cannot reach node " +
-                             f->hosts[static_cast<std::size_t>(b)] + " over SPARK_DATA_NET lanes, not even by relay; map:\n" +
-                             f->map.describe(f->hosts, f->lanes) + "check the cables with `sparkrun fabric`");
+        throw BootstrapError("fabric: node " + f->hosts[static_cast<std::size_t>(a)] +
+                             " cannot reach node " + f->hosts[static_cast<std::size_t>(b)] +
+                             " over SPARK_DATA_NET lanes, not even by relay; map:\n" +
+                             f->map.describe(f->hosts, f->lanes) +
+                             "check the cables with `sparkrun fabric`");
   return f;
 }
 }  // namespace
@@ -119,11 +125,13 @@ void CommunicatorImpl::wire_up() {
   boot_->commit();
   boot_->fence(join);
   std::vector<std::string> nodes(static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) nodes[static_cast<std::size_t>(r)] = get_string(*boot_, r, "spark.node");
+  for (int r = 0; r < size_; ++r)
+    nodes[static_cast<std::size_t>(r)] = get_string(*boot_, r, "spark.node");
 
   // The allreduce crossover (one-shot up to this size, docs/collectives.md) must be the same
   // on every rank, so it depends only on what every rank knows: the node ids and the knob.
-  const bool one_node = std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) { return n == nodes[0]; });
+  const bool one_node =
+      std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) { return n == nodes[0]; });
   const bool network = options_.transport == config::Transport::tcp ||
                        options_.transport == config::Transport::roce ||
                        (options_.transport == config::Transport::auto_select && !one_node);
@@ -139,8 +147,9 @@ void CommunicatorImpl::wire_up() {
       case config::Transport::shm:
         if (!same)
           throw ConfigError("SPARK_TRANSPORT=shm, but rank " + std::to_string(r) + " is on node '" +
-                            nodes[static_cast<std::size_t>(r)] + "' and rank " + std::to_string(rank_) +
-                            " on '" + node_id_ + "': shared memory only reaches ranks of the same node; "
+                            nodes[static_cast<std::size_t>(r)] + "' and rank " +
+                            std::to_string(rank_) + " on '" + node_id_ +
+                            "': shared memory only reaches ranks of the same node; "
                             "use SPARK_TRANSPORT=auto");
         shm_peers.push_back(r);
         break;
@@ -180,14 +189,16 @@ void CommunicatorImpl::wire_up() {
     tcp = t.get();
     boot_->put("spark.tcp", bootstrap::as_bytes(tcp->endpoint()));
     if (!one_node && !options_.data_net.empty() && !options_.tcp_addr)
-      boot_->put("spark.fabric.lanes", bootstrap::as_bytes(fabric::encode_lanes(tcp->data_lanes())));
+      boot_->put("spark.fabric.lanes",
+                 bootstrap::as_bytes(fabric::encode_lanes(tcp->data_lanes())));
     transports_.push_back(std::move(t));
   }
 #ifdef SPARK_HAVE_VERBS
   transport::VerbsTransport* roce = nullptr;
   if (!roce_peers.empty()) {
-    auto t = transport::start_roce(*boot_, rank_, size_, roce_peers, options_.timeout_ms, options_.slots,
-                                   options_.tcp_slot_bytes);  // puts "spark.roce"
+    auto t =
+        transport::start_roce(*boot_, rank_, size_, roce_peers, options_.timeout_ms, options_.slots,
+                              options_.tcp_slot_bytes);  // puts "spark.roce"
     roce = t.get();
     transports_.push_back(std::move(t));
   }

@@ -31,9 +31,9 @@ struct Dir {
   const std::string* lane = nullptr;  // this node's lane toward `to`
   std::unique_ptr<std::byte[]> buf;
   std::size_t cap = 0, head = 0, tail = 0;
-  bool eof = false;   // `from` finished (FIN, reset or error)
-  bool dead = false;  // `to` cannot be written any more: bytes are dropped
-  bool shut = false;  // FIN passed on to `to`
+  bool eof = false;           // `from` finished (FIN, reset or error)
+  bool dead = false;          // `to` cannot be written any more: bytes are dropped
+  bool shut = false;          // FIN passed on to `to`
   Clock::time_point since{};  // last write progress (or when bytes started waiting)
   // Frame tracking, only to name the sequence number in a stall record.
   MsgHeader hdr{};
@@ -73,7 +73,8 @@ struct Dir {
 }  // namespace
 
 TcpRelay::TcpRelay(int rank, std::string host, std::vector<RelayPipe> pipes,
-                   std::chrono::milliseconds timeout, OnFailure on_failure, std::size_t buffer_bytes)
+                   std::chrono::milliseconds timeout, OnFailure on_failure,
+                   std::size_t buffer_bytes)
     : rank_(rank),
       host_(std::move(host)),
       pipes_(std::move(pipes)),
@@ -120,7 +121,8 @@ void TcpRelay::run() noexcept {
   std::vector<pollfd> fds;
   for (;;) {
     const auto now = Clock::now();
-    const bool all_done = std::all_of(dirs.begin(), dirs.end(), [](const Dir& d) { return d.done(); });
+    const bool all_done =
+        std::all_of(dirs.begin(), dirs.end(), [](const Dir& d) { return d.done(); });
     const bool stopping = stopping_.load(std::memory_order_acquire);
     // Destruction: forward until both ends of every connection finished, or nothing moved for
     // the timeout (an end that lingers must not hold this process forever).
@@ -133,14 +135,16 @@ void TcpRelay::run() noexcept {
       if (!d.eof && d.tail < d.cap) fds.push_back({d.from, POLLIN, 0});
       if (d.pending()) {
         fds.push_back({d.to, POLLOUT, 0});
-        if (!failed_.load(std::memory_order_relaxed)) wake_at = std::min(wake_at, d.since + timeout_);
+        if (!failed_.load(std::memory_order_relaxed))
+          wake_at = std::min(wake_at, d.since + timeout_);
       }
     }
     if (stopping) wake_at = std::min(wake_at, last_move + timeout_);
     int ms = -1;  // idle: sleep until a socket or the destructor wakes us
     if (wake_at != Clock::time_point::max())
       ms = static_cast<int>(std::clamp<long long>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - now).count() + 1, 0, 1 << 30));
+          std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - now).count() + 1, 0,
+          1 << 30));
     if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR) {
       ::usleep(1000);  // cannot happen with valid fds; do not spin
     }
@@ -173,7 +177,8 @@ void TcpRelay::run() noexcept {
       }
       // Write what is waiting.
       while (d.pending()) {
-        ssize_t w = ::send(d.to, d.buf.get() + d.head, d.tail - d.head, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w =
+            ::send(d.to, d.buf.get() + d.head, d.tail - d.head, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
           d.head += static_cast<std::size_t>(w);
           d.since = t;

@@ -24,7 +24,7 @@ namespace {
 
 constexpr std::uint32_t kData = 1;
 constexpr std::uint32_t kCredit = 2;
-constexpr std::size_t kSlotHeader = 64;  // header area in front of each rx payload
+constexpr std::size_t kSlotHeader = 64;            // header area in front of each rx payload
 constexpr std::uint32_t kHelloMagic = 0x5350524b;  // "SPRK"
 constexpr std::uint32_t kRelayMagic = 0x5350524c;  // "SPRL": please forward to `dst`
 
@@ -32,7 +32,7 @@ struct Hello {
   std::uint32_t magic;
   std::int32_t rank;  ///< the rank the connection is from (the source when relayed)
   std::int32_t lane;
-  std::int32_t dst;   ///< the rank it is for
+  std::int32_t dst;  ///< the rank it is for
 };
 
 using Clock = std::chrono::steady_clock;
@@ -151,7 +151,8 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<int> peers, TcpOption
         if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
         char buf[INET_ADDRSTRLEN];
         auto* in = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
-        if (::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf) != nullptr) addrs_.emplace_back(buf);
+        if (::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf) != nullptr)
+          addrs_.emplace_back(buf);
       }
       ::freeifaddrs(ifs);
     }
@@ -216,8 +217,8 @@ std::string hop_name(const TcpFabric& f, int me_node, int next_rank, bool relaye
   const std::string& lane =
       f.lanes[static_cast<std::size_t>(me_node)][static_cast<std::size_t>(pair.local)].name;
   if (!relayed) return "tcp:" + lane;
-  return "tcp:via " + f.hosts[static_cast<std::size_t>(next)] + "(rank " + std::to_string(next_rank) +
-         ")/" + lane;
+  return "tcp:via " + f.hosts[static_cast<std::size_t>(next)] + "(rank " +
+         std::to_string(next_rank) + ")/" + lane;
 }
 
 }  // namespace
@@ -239,14 +240,16 @@ std::pair<int, std::string> TcpTransport::open_hop(const TcpFabric& f, int src, 
   const auto& hop = relayed ? f.map.route(me, next) : r;
   const auto& pair = hop.lanes[static_cast<std::size_t>(l) % hop.lanes.size()];
   const auto& mine = f.lanes[static_cast<std::size_t>(me)][static_cast<std::size_t>(pair.local)];
-  const auto& theirs = f.lanes[static_cast<std::size_t>(next)][static_cast<std::size_t>(pair.remote)];
+  const auto& theirs =
+      f.lanes[static_cast<std::size_t>(next)][static_cast<std::size_t>(pair.remote)];
   std::string name = hop_name(f, me, target, relayed, l);
   std::string why;
   const std::string ip = fabric::format_ipv4(theirs.ipv4);
   int fd = connect_to(ip, f.ports[static_cast<std::size_t>(target)], deadline, &why, mine.ipv4);
-  const std::string what = "rank " + std::to_string(rank_) + " cannot connect to rank " +
-                           std::to_string(target) + (src != rank_ ? " (relaying for rank " + std::to_string(src) + ")" : "") +
-                           " on lane " + name + " (" + fabric::format_ipv4(mine.ipv4) + " -> " + ip + ")";
+  const std::string what =
+      "rank " + std::to_string(rank_) + " cannot connect to rank " + std::to_string(target) +
+      (src != rank_ ? " (relaying for rank " + std::to_string(src) + ")" : "") + " on lane " +
+      name + " (" + fabric::format_ipv4(mine.ipv4) + " -> " + ip + ")";
   if (fd < 0) throw BootstrapError("tcp transport: " + what + ": " + why + "; check the cable");
   Hello h{relayed ? kRelayMagic : kHelloMagic, src, l, dst};
   if (!io_exact(fd, &h, sizeof h, true, deadline)) {
@@ -257,8 +260,8 @@ std::pair<int, std::string> TcpTransport::open_hop(const TcpFabric& f, int src, 
 }
 
 void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
-                               const std::vector<bool>& same_node, std::chrono::milliseconds timeout,
-                               const TcpFabric* f) {
+                               const std::vector<bool>& same_node,
+                               std::chrono::milliseconds timeout, const TcpFabric* f) {
   auto deadline = Clock::now() + timeout;
   const auto lanes = static_cast<std::size_t>(opt_.lanes);
   const int me_node = f ? f->node_of[static_cast<std::size_t>(rank_)] : -1;
@@ -309,7 +312,8 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
     const std::string& ep = endpoints[static_cast<std::size_t>(q)];
     auto semi = ep.rfind(';');
     if (semi == std::string::npos)
-      throw BootstrapError("tcp transport: malformed endpoint '" + ep + "' of rank " + std::to_string(q));
+      throw BootstrapError("tcp transport: malformed endpoint '" + ep + "' of rank " +
+                           std::to_string(q));
     int port = std::stoi(ep.substr(semi + 1));
     std::vector<std::string> ips;
     for (std::size_t pos = 0; pos < semi;) {
@@ -347,9 +351,10 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
         if (fd >= 0) break;
       }
       if (fd < 0)
-        throw BootstrapError("tcp transport: rank " + std::to_string(rank_) +
-                             " cannot connect to rank " + std::to_string(q) + " (" + ep + "): " + why +
-                             "; check firewalls or set SPARK_TCP_ADDR to an address peers can reach");
+        throw BootstrapError(
+            "tcp transport: rank " + std::to_string(rank_) + " cannot connect to rank " +
+            std::to_string(q) + " (" + ep + "): " + why +
+            "; check firewalls or set SPARK_TCP_ADDR to an address peers can reach");
       Hello h{kHelloMagic, rank_, static_cast<std::int32_t>(l), q};
       if (!io_exact(fd, &h, sizeof h, true, deadline)) {
         ::close(fd);
@@ -374,18 +379,18 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
               break;
             }
       close_pipes();
-      throw BootstrapError("tcp transport: rank " + std::to_string(rank_) +
-                           " timed out waiting for connections from rank(s) " +
-                           (missing.empty() ? "-" : missing) +
-                           (relay_expected > 0 ? " and " + std::to_string(relay_expected) +
-                                                     " connection(s) to relay"
-                                               : std::string()));
+      throw BootstrapError(
+          "tcp transport: rank " + std::to_string(rank_) +
+          " timed out waiting for connections from rank(s) " + (missing.empty() ? "-" : missing) +
+          (relay_expected > 0 ? " and " + std::to_string(relay_expected) + " connection(s) to relay"
+                              : std::string()));
     }
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     Hello h{};
     const int size = static_cast<int>(peers_.size());
-    if (!io_exact(fd, &h, sizeof h, false, std::min(deadline, Clock::now() + std::chrono::seconds(5))) ||
+    if (!io_exact(fd, &h, sizeof h, false,
+                  std::min(deadline, Clock::now() + std::chrono::seconds(5))) ||
         h.rank < 0 || h.rank >= size || h.dst < 0 || h.dst >= size || h.lane < 0) {
       ::close(fd);  // a stray connection (e.g. a fabric probe)
       continue;
@@ -423,14 +428,16 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
       ::close(fd);  // a stray or duplicate connection
       continue;
     }
-    setup_conn(peer(h.rank).lanes[static_cast<std::size_t>(h.lane)], fd, h.lane, conn_name(h.rank, h.lane));
+    setup_conn(peer(h.rank).lanes[static_cast<std::size_t>(h.lane)], fd, h.lane,
+               conn_name(h.rank, h.lane));
     --expected;
   }
   ::close(listen_fd_);
   listen_fd_ = -1;
   if (!pipes.empty())
-    relay_ = std::make_unique<TcpRelay>(rank_, f->hosts[static_cast<std::size_t>(me_node)], std::move(pipes),
-                                        std::chrono::milliseconds(opt_.timeout_ms), on_relay_failure_);
+    relay_ = std::make_unique<TcpRelay>(
+        rank_, f->hosts[static_cast<std::size_t>(me_node)], std::move(pipes),
+        std::chrono::milliseconds(opt_.timeout_ms), on_relay_failure_);
 }
 
 std::string TcpTransport::lane_name(int q, WaitKind kind) const {
@@ -479,11 +486,12 @@ void TcpTransport::read_some(Conn& c) {
   while (!c.closed) {
     ssize_t r;
     if (c.rx_got < sizeof(MsgHeader)) {
-      r = ::recv(c.fd, reinterpret_cast<char*>(&c.rx_header) + c.rx_got, sizeof(MsgHeader) - c.rx_got,
-                 MSG_DONTWAIT);
+      r = ::recv(c.fd, reinterpret_cast<char*>(&c.rx_header) + c.rx_got,
+                 sizeof(MsgHeader) - c.rx_got, MSG_DONTWAIT);
     } else {
       if (c.rx_filled - c.rx_consumed >= opt_.slots) return;  // cannot happen with credits
-      std::byte* slot = c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
+      std::byte* slot =
+          c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
       std::size_t off = c.rx_got - sizeof(MsgHeader);
       r = ::recv(c.fd, slot + kSlotHeader + off, c.rx_header.bytes - off, MSG_DONTWAIT);
     }
@@ -510,7 +518,8 @@ void TcpTransport::read_some(Conn& c) {
       }
     }
     if (c.rx_got >= sizeof(MsgHeader) && c.rx_got == sizeof(MsgHeader) + c.rx_header.bytes) {
-      std::byte* slot = c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
+      std::byte* slot =
+          c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
       std::memcpy(slot, &c.rx_header, sizeof(MsgHeader));
       ++c.rx_filled;
       c.rx_got = 0;
@@ -564,7 +573,8 @@ void TcpTransport::send(int q, const MsgHeader& header, const void* data) {
   }
   // Copy the part not yet written (at its own offset, so flush() finds it there).
   const std::size_t from = f.done > sizeof(MsgHeader) ? f.done - sizeof(MsgHeader) : 0;
-  if (header.bytes > from) std::memcpy(staging + from, static_cast<const std::byte*>(data) + from, header.bytes - from);
+  if (header.bytes > from)
+    std::memcpy(staging + from, static_cast<const std::byte*>(data) + from, header.bytes - from);
   c.queue.push_back(f);
   flush(c);
 }
@@ -584,7 +594,8 @@ RecvView TcpTransport::peek(int q) {
     read_some(c);
     if (c.rx_filled == c.rx_consumed) return {};
   }
-  std::byte* slot = c.rx_slots.get() + (c.rx_consumed % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
+  std::byte* slot =
+      c.rx_slots.get() + (c.rx_consumed % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
   return {reinterpret_cast<const MsgHeader*>(slot), slot + kSlotHeader};
 }
 
@@ -605,7 +616,8 @@ void TcpTransport::progress() {
 }
 
 bool TcpTransport::has_pending() const noexcept {
-  return std::any_of(all_.begin(), all_.end(), [](const Conn* c) { return !c->queue.empty() && !c->closed; });
+  return std::any_of(all_.begin(), all_.end(),
+                     [](const Conn* c) { return !c->queue.empty() && !c->closed; });
 }
 
 void TcpTransport::block(int, WaitKind, std::chrono::microseconds max) {
@@ -617,7 +629,8 @@ void TcpTransport::block(int, WaitKind, std::chrono::microseconds max) {
     if (c->closed) return;
     fds.push_back({c->fd, static_cast<short>(POLLIN | (c->queue.empty() ? 0 : POLLOUT)), 0});
   }
-  timespec ts{static_cast<time_t>(max.count() / 1000000), static_cast<long>((max.count() % 1000000) * 1000)};
+  timespec ts{static_cast<time_t>(max.count() / 1000000),
+              static_cast<long>((max.count() % 1000000) * 1000)};
   ::ppoll(fds.data(), fds.size(), &ts, nullptr);
 }
 

@@ -65,7 +65,9 @@ class TcpTransport final : public Transport {
   /// The listening port (probes of the fabric map connect to it).
   int port() const noexcept { return port_; }
   /// Where a relay stall is reported (called from the relay thread; must not throw).
-  void set_relay_failure_handler(TcpRelay::OnFailure handler) { on_relay_failure_ = std::move(handler); }
+  void set_relay_failure_handler(TcpRelay::OnFailure handler) {
+    on_relay_failure_ = std::move(handler);
+  }
 
   /// Connects to lower-ranked peers, accepts higher-ranked ones. `endpoints[r]` is rank r's
   /// endpoint (empty for ranks not in `peers`); `same_node[r]` prefers loopback. With
@@ -135,7 +137,7 @@ class TcpTransport final : public Transport {
   int listen_fd_ = -1;
   int port_ = 0;
   std::vector<std::string> addrs_;
-  std::vector<fabric::Lane> data_lanes_;  ///< SPARK_DATA_NET lanes (empty: not set)
+  std::vector<fabric::Lane> data_lanes_;      ///< SPARK_DATA_NET lanes (empty: not set)
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank
   std::vector<Conn*> all_;
   TcpRelay::OnFailure on_relay_failure_;

@@ -279,6 +279,9 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   const std::vector<Link> links = plan_links(ranks);
   // RDMA links: one RC queue pair per link end, endpoints through the bootstrap.
   std::map<std::pair<int, int>, std::string> setup_error;  // (peer, index) -> error
+  // Errors the initiator learns through the bootstrap (either end failed to create its QP):
+  // the initiator's row reports them; a responder adds a row only for what it alone saw.
+  std::set<std::pair<int, int>> shared_error;
 #ifdef SPARK_DOCTOR_HAVE_VERBS
   std::map<std::pair<int, int>, std::unique_ptr<RdmaLink>> rlinks;
   std::uint64_t wr = 1;
@@ -295,6 +298,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
       rlinks[{peer, l.index}] = std::move(link);
     } catch (const std::exception& e) {
       setup_error[{peer, l.index}] = e.what();
+      shared_error.insert({peer, l.index});
       value = std::string("ERR:") + e.what();
     }
     boot->put(key_ep(peer, l.index), as_bytes(value));
@@ -304,9 +308,11 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   for (auto& [k, link] : rlinks) {
     auto remote = to_string(boot->get(k.first, key_ep(rank, k.second)));
     try {
-      if (remote.rfind("ERR:", 0) == 0)
+      if (remote.rfind("ERR:", 0) == 0) {
+        shared_error.insert(k);
         throw Error(rank_label(k.first, ranks[static_cast<std::size_t>(k.first)].host) +
                     " could not set up its end: " + remote.substr(4));
+      }
       link->connect(as_bytes(remote), k.first);
     } catch (const std::exception& e) {
       setup_error[k] = e.what();
@@ -347,7 +353,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
         auto err = setup_error.find({peer, l.index});
         if (rank == b) {  // responder
           if (rank == silent || err != setup_error.end()) {
-            if (err != setup_error.end())
+            if (err != setup_error.end() && !shared_error.count(err->first))
               rows.push_back({host, rank, "rdma write", lane, rank_label(a, pr.host), Status::fail,
                               "-", err->second});
             continue;

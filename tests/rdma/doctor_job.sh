@@ -35,7 +35,7 @@ grep -q 'sparkrun doctor: .*problem' <<<"$out" || grep -q 'all well' <<<"$out" |
 
 # 2. Three ranks, rank 2 never answers: FAIL rows naming it, exit 1, bounded.
 t0=$(date +%s)
-out=$("$sr" doctor -n 3 -x SPARK_DOCTOR_TEST_SILENT_RANK=2 --probe-timeout-ms 1000 --iters 4 2>&1); rc=$?
+out=$("$sr" doctor -n 3 -x SPARK_DOCTOR_TEST_SILENT_RANK=2 --probe-timeout-ms 2000 --iters 4 2>&1); rc=$?
 echo "$out"
 [[ $rc -eq 1 ]] || fail "silent peer: exit $rc, expected 1"
 [[ $(grep -Ec ' rank 2 \(\S+\) +FAIL .*no answer' <<<"$out") -ge 2 ]] || fail "silent peer: expected FAIL rows for 0-2 and 1-2"

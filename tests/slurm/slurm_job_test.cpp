@@ -3,6 +3,7 @@
 // commands and checks their exit status, stdout and stderr.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -527,4 +528,55 @@ TEST_F(SparkrunMultiNode, ScancelEndsEveryDaemonAndRank) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(left.empty()) << "left after scancel:\n" << join(left) << slurp(dir_ / "hang.out");
   std::printf("scancel to no process left: %.2f s\n", s);
+}
+
+TEST_F(SparkrunMultiNode, KilledNodeDaemonEndsTheJobWithNoProcessLeft) {
+  // The ranks hang (rank 1 stops answering, ten-minute timeout); then sn2's node daemon, an
+  // srun step, is SIGKILLed. The launcher must see its srun end and stop every node.
+  const std::string cmd = "SPARKNET_ROCE_TIMEOUT_MS=600000 salloc -Q -p multi -N 2 -n 2 " +
+                          sparkrun() + SPARK_LIBSPARK_APP + " --stop-rank 1";
+  const fs::path out = dir_ / "daemon.out", err = dir_ / "daemon.err";
+  // In the background: the test kills the daemon meanwhile.
+  // (sh() puts the command in single quotes: none in here.)
+  const Result bg =
+      job("(" + cmd + " >" + quote(out.string()) + " 2>" + quote(err.string()) + "; echo $? >" +
+          quote((dir_ / "daemon.rc").string()) + ") >/dev/null 2>&1 &");
+  ASSERT_EQ(bg.status, 0) << describe(bg);
+  std::string daemon_pid;
+  for (int i = 0; i < 600 && daemon_pid.empty(); ++i) {
+    usleep(100 * 1000);
+    if (lines_with(slurp(out), "collectives ok").size() < 2) continue;
+    // The daemon itself: not its srun (whose command line holds the daemon's) and not its
+    // orphan watcher (a forked copy of the daemon, so its parent is the daemon).
+    std::map<std::string, std::string> daemons;  // pid -> parent pid
+    for (const auto& p : marked_processes(mark_)) {
+      const std::string pid = p.substr(0, p.find(' '));
+      const std::string cmd = p.substr(p.find(' ') + 1);
+      if (cmd.find(" --daemon ") == std::string::npos ||
+          cmd.find(" --host sn2") == std::string::npos || cmd.find("srun ") == 0)
+        continue;
+      std::ifstream st("/proc/" + pid + "/stat");
+      std::string stat((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+      std::istringstream rest(stat.substr(stat.rfind(')') + 1));
+      std::string state, ppid;
+      rest >> state >> ppid;
+      daemons[pid] = ppid;
+    }
+    for (const auto& [pid, ppid] : daemons) {
+      if (daemons.count(ppid) == 0) daemon_pid = pid;
+    }
+  }
+  ASSERT_FALSE(daemon_pid.empty()) << "no node daemon on sn2 found:\n"
+                                   << slurp(out) << slurp(err) << join(marked_processes(mark_));
+  ASSERT_EQ(kill(std::stoi(daemon_pid), SIGKILL), 0);
+  std::string rc;
+  for (int i = 0; i < 600 && rc.empty(); ++i) {  // bounded: 60 s
+    usleep(100 * 1000);
+    rc = slurp(dir_ / "daemon.rc");
+  }
+  const std::string e = slurp(err);
+  ASSERT_FALSE(rc.empty()) << "sparkrun did not end after its daemon was killed:\n" << e;
+  EXPECT_EQ(rc, "1\n") << e;
+  EXPECT_GE(lines_with(e, "sparkrun: host sn2: ").size(), 1u) << e;
+  EXPECT_TRUE(leftovers(10).empty()) << join(leftovers(0));
 }

@@ -3,7 +3,8 @@
 # checks its own results, so both consoles carry a verdict.
 #   1. the fabric map with RDMA lanes: two direct lane pairs, rxe0<->rxe0 and rxe1<->rxe1;
 #   2. libspark collectives on SPARK_TRANSPORT=roce striped over rxe0+rxe1 (allreduce_perf
-#      checks every element on every rank), and both e1000 links carried the traffic.
+#      checks every element on every rank), and both e1000 links carried the traffic;
+#   3. a SIGSTOPped rank on node 2: node 1's failure record names it, its rxe lane and seq.
 set -u
 node=$(cat /etc/spark_node)
 peer=$((3 - node))
@@ -45,8 +46,35 @@ collectives() {
   echo "sent over eth0: $d0 bytes, eth1: $d1 bytes"
   [ $d0 -gt 1000000 ] && [ $d1 -gt 1000000 ]
 }
+# Node 2 SIGSTOPs its rank once RDMA traffic flows; node 1's record must name rank 1, an rxe
+# lane and the sequence number, within the 3 s deadline (the peer's kernel still ACKs).
+stopped_peer() {
+  args="-b 8 -e 8 -n 1000000 -w 0"
+  export SPARKNET_ROCE_TIMEOUT_MS=3000 SPARK_LANES=rxe0,rxe1 SPARK_RENDEZVOUS=10.60.0.1:29503
+  if [ $node -eq 1 ]; then
+    allreduce_perf $args >/tmp/stop.out 2>&1
+    rc=$?
+    grep -a 'rank 1' /tmp/stop.out | head -3
+    [ $rc -ne 0 ] && grep -q 'seq [0-9]* step [0-9]*: no data from rank 1 on lane rxe[01] after' /tmp/stop.out
+    return
+  fi
+  pkts() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts; }
+  p0=$(pkts)
+  allreduce_perf $args >/tmp/stop.out 2>&1 &
+  pid=$!
+  i=0
+  while [ $(( $(pkts) - p0 )) -lt 200 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+  kill -STOP $pid || return 1
+  echo "stopped rank 1 after $(( $(pkts) - p0 )) packets on rxe0"
+  grep -q '^State:.*T' /proc/$pid/status || return 1
+  sleep 12  # node 1 gives up after 3 s
+  kill -KILL $pid
+  wait $pid
+  return 0
+}
 run peer_up peer_up
 [ $failed -eq 0 ] || exit 1
 run fabric_rdma_lanes fabric
 run roce_collectives_2_links collectives
+run roce_stopped_peer stopped_peer
 exit $failed

@@ -97,7 +97,7 @@ TEST(Relay, ForwardsBothWaysAndEndsWhenBothSidesClose) {
   EXPECT_EQ(calls, 0);
 }
 
-TEST(Relay, StalledDestinationIsReportedOnceWithRelayLaneAndSeq) {
+TEST(Relay, StalledDestinationIsReportedOnceWithRelayLaneAndSeqAfterTheCurrentTimeout) {
   Pair src, dst;
   int small = 16 * 1024;
   for (int f : {src.fd[0], src.fd[1], dst.fd[0], dst.fd[1]}) {
@@ -107,13 +107,15 @@ TEST(Relay, StalledDestinationIsReportedOnceWithRelayLaneAndSeq) {
   std::mutex mu;
   std::vector<FailureRecord> got;
   std::vector<RelayPipe> pipes{{src.take(1), dst.take(1), 0, 2, "tcp:to0", "tcp:to2"}};
+  // Created with 60 s, then the communicator's timeout (the source) says 300 ms: the relay
+  // follows set_timeout_ms.
   auto relay = std::make_unique<TcpRelay>(
-      1, "n1", std::move(pipes), std::chrono::milliseconds(300),
+      1, "n1", std::move(pipes), std::chrono::milliseconds(60000),
       [&](const FailureRecord& r) {
         std::lock_guard lock(mu);
         got.push_back(r);
       },
-      64 * 1024);
+      64 * 1024, [] { return std::uint32_t{300}; });
   // Rank 0 sends data frames (seq 41, 42, ...) that rank 2 never reads.
   ::fcntl(src.fd[0], F_SETFL, ::fcntl(src.fd[0], F_GETFL) | O_NONBLOCK);
   std::vector<unsigned char> frame(sizeof(MsgHeader) + 8192);

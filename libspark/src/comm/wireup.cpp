@@ -234,6 +234,7 @@ void CommunicatorImpl::wire_up() {
         ring_ = fabric::rank_ring(fabric::ring_order(fab->map), fab->node_of);
     }
     tcp->set_relay_failure_handler([this](const FailureRecord& r) { fail_external(r); });
+    tcp->set_relay_timeout_source([this] { return timeout_ms_.load(std::memory_order_relaxed); });
     tcp->connect_all(endpoints, same_node, join, fab.get());
     piece_ = std::min(piece_, tcp->slot_bytes());
   }

@@ -74,12 +74,13 @@ struct Dir {
 
 TcpRelay::TcpRelay(int rank, std::string host, std::vector<RelayPipe> pipes,
                    std::chrono::milliseconds timeout, OnFailure on_failure,
-                   std::size_t buffer_bytes)
+                   std::size_t buffer_bytes, TimeoutSource timeout_source)
     : rank_(rank),
       host_(std::move(host)),
       pipes_(std::move(pipes)),
       timeout_(timeout),
       on_failure_(std::move(on_failure)),
+      timeout_source_(std::move(timeout_source)),
       buffer_bytes_(std::max<std::size_t>(buffer_bytes, 4096)) {
   for (auto& p : pipes_)
     for (int fd : {p.a_fd, p.b_fd}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -120,6 +121,7 @@ void TcpRelay::run() noexcept {
   auto last_move = start;
   std::vector<pollfd> fds;
   for (;;) {
+    if (timeout_source_) timeout_ = std::chrono::milliseconds(timeout_source_());
     const auto now = Clock::now();
     const bool all_done =
         std::all_of(dirs.begin(), dirs.end(), [](const Dir& d) { return d.done(); });

@@ -37,10 +37,13 @@ struct RelayPipe {
 class TcpRelay {
  public:
   using OnFailure = std::function<void(const FailureRecord&)>;
+  /// Where the current timeout in ms is read (each round), so set_timeout_ms applies to the
+  /// relay too. Called from the relay thread; must outlive it.
+  using TimeoutSource = std::function<std::uint32_t()>;
   /// Takes ownership of the pipes' sockets and starts the thread.
   TcpRelay(int rank, std::string host, std::vector<RelayPipe> pipes,
            std::chrono::milliseconds timeout, OnFailure on_failure,
-           std::size_t buffer_bytes = 256 * 1024);
+           std::size_t buffer_bytes = 256 * 1024, TimeoutSource timeout_source = nullptr);
   /// Bounded drain (see above), then stops the thread and closes every socket.
   ~TcpRelay();
   TcpRelay(const TcpRelay&) = delete;
@@ -59,6 +62,7 @@ class TcpRelay {
   std::vector<RelayPipe> pipes_;
   std::chrono::milliseconds timeout_;
   OnFailure on_failure_;
+  TimeoutSource timeout_source_;
   std::size_t buffer_bytes_;
   int wake_[2] = {-1, -1};  ///< self-pipe: destruction wakes the thread
   std::atomic<bool> stopping_{false};

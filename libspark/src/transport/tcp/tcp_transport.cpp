@@ -437,7 +437,7 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
   if (!pipes.empty())
     relay_ = std::make_unique<TcpRelay>(
         rank_, f->hosts[static_cast<std::size_t>(me_node)], std::move(pipes),
-        std::chrono::milliseconds(opt_.timeout_ms), on_relay_failure_);
+        std::chrono::milliseconds(opt_.timeout_ms), on_relay_failure_, 256 * 1024, relay_timeout_);
 }
 
 std::string TcpTransport::lane_name(int q, WaitKind kind) const {

@@ -68,6 +68,10 @@ class TcpTransport final : public Transport {
   void set_relay_failure_handler(TcpRelay::OnFailure handler) {
     on_relay_failure_ = std::move(handler);
   }
+  /// Where the relay reads the current timeout (the communicator's, so set_timeout_ms applies).
+  void set_relay_timeout_source(TcpRelay::TimeoutSource source) {
+    relay_timeout_ = std::move(source);
+  }
 
   /// Connects to lower-ranked peers, accepts higher-ranked ones. `endpoints[r]` is rank r's
   /// endpoint (empty for ranks not in `peers`); `same_node[r]` prefers loopback. With
@@ -141,6 +145,7 @@ class TcpTransport final : public Transport {
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank
   std::vector<Conn*> all_;
   TcpRelay::OnFailure on_relay_failure_;
+  TcpRelay::TimeoutSource relay_timeout_;
   std::unique_ptr<TcpRelay> relay_;  ///< started when this rank relays for someone
 };
 

@@ -83,10 +83,11 @@ int run(int argc, char** argv) {
   const char* nets_env = std::getenv("SPARK_DATA_NET");
   auto nets = parse_nets(nets_env ? nets_env : "", "SPARK_DATA_NET");
   // RoCE lanes are RDMA functions (rdma_lanes.hpp); auto uses them when the node has any.
+  // The map is per host: SPARK_IB_HCA (the user's choice) restricts it, not SPARK_LANES (the
+  // launcher's per-rank binding of this one discovery rank).
   const auto t = cfg.transport();
-  const auto devs = cfg.lanes()    ? parse_rdma_devices(*cfg.lanes(), "SPARK_LANES")
-                    : cfg.ib_hca() ? parse_rdma_devices(*cfg.ib_hca(), "SPARK_IB_HCA")
-                                   : std::vector<std::string>{};
+  const auto devs =
+      cfg.ib_hca() ? parse_rdma_devices(*cfg.ib_hca(), "SPARK_IB_HCA") : std::vector<std::string>{};
   auto mine = node_lanes(t == config::Transport::roce          ? LaneKind::rdma
                          : t == config::Transport::auto_select ? LaneKind::automatic
                                                                : LaneKind::net,

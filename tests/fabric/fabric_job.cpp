@@ -9,6 +9,10 @@
 //   fabric_job pingpong  ranks 0 and 2 exchange 64 KiB forever (the ring's opposite nodes, so
 //                        through the relay); the other ranks wait in a barrier. Prints
 //                        "pingpong running" once; the stall test stops the relay node.
+//   fabric_job flood     rank 0 (timeout raised to 120 s) sends 8 MiB messages to rank 2
+//                        through rank 1's relay; ranks 1 and 3 wait in a barrier. Prints
+//                        "flood running"; the test stops rank 2, so only the relay's own
+//                        stall detection (rank 1, SPARKNET_ROCE_TIMEOUT_MS) can end the job.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -179,20 +183,42 @@ void pingpong(spark::Communicator& comm) {
   }
 }
 
+void flood(spark::Communicator& comm) {
+  const int rank = comm.rank();
+  if (rank != 0 && rank != 2) {
+    comm.barrier();
+    return;
+  }
+  std::vector<float> buf(2 << 20, 1.0f);
+  if (rank == 0) comm.set_timeout_ms(120000);
+  for (long it = 0;; ++it) {
+    if (rank == 0)
+      comm.send(buf.data(), buf.size(), DType::f32, 2);
+    else
+      comm.recv(buf.data(), buf.size(), DType::f32, 0);
+    if (it == 2 && rank == 0) {
+      std::printf("flood running\n");
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "check" && mode != "pingpong") {
-    std::fprintf(stderr, "usage: fabric_job check|pingpong\n");
+  if (mode != "check" && mode != "pingpong" && mode != "flood") {
+    std::fprintf(stderr, "usage: fabric_job check|pingpong|flood\n");
     return 2;
   }
   try {
     spark::Communicator comm = spark::init();
     if (mode == "check")
       check(comm);
-    else
+    else if (mode == "pingpong")
       pingpong(comm);
+    else
+      flood(comm);
     std::fflush(stdout);
     return failures == 0 ? 0 : 1;
   } catch (const std::exception& e) {

@@ -2,7 +2,7 @@
 # Switchless fabrics on network namespaces (docs/fabric.md).
 #
 #   fabric_netns.sh SHAPE SPARKRUN DISCOVER [EXAMPLES_DIR [FABRIC_JOB]]
-#   SHAPE: triangle | ring | ring_stall
+#   SHAPE: triangle | ring | ring_stall | ring_relay_stall
 #
 # N namespaces (3 for the triangle, 4 for the ring). Data: one veth pair per cable, each cable
 # its own 10.<S>.<k>.0/30 subnet, no bridge. Control: each namespace has an extra veth into a
@@ -10,7 +10,9 @@
 # it out of the data lanes. Runs spark_fabric_discover under sparkrun, checks the map, writes
 # it (`sparkrun fabric --write`), checks it matches, then pins a miscabled map and expects sparkrun to refuse (both shown).
 # With FABRIC_JOB: triangle and ring run the collectives job over tcp with the runtime map
-# (the ring's opposite nodes through the relay); ring_stall SIGSTOPs the relay node under a
+# (the ring's opposite nodes through the relay); ring_relay_stall SIGSTOPs the destination of
+# a flood through the relay (small socket buffers in its namespaces), so that only the relay's
+# own stall detection can end the job; ring_stall SIGSTOPs the relay node under a
 # job whose opposite nodes exchange through it and expects sparkrun's abort lines naming it.
 # Exit 77 (skip) without root/iproute2. Everything is removed on exit.
 set -u
@@ -18,9 +20,10 @@ if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
   echo "SKIP: network namespaces need root and iproute2"; exit 77
 fi
 shape=$1 sparkrun=$2 discover=$3 examples=${4:-} job=${5:-}
-case $shape in triangle) n=3; cables="0-1 1-2 2-0" ;; ring|ring_stall) n=4; cables="0-1 1-2 2-3 3-0" ;;
+case $shape in triangle) n=3; cables="0-1 1-2 2-0" ;; ring|ring_stall|ring_relay_stall) n=4; cables="0-1 1-2 2-3 3-0" ;;
   *) echo "bad shape $shape"; exit 2 ;; esac
-if [ "$shape" = ring_stall ] && [ ! -x "$job" ]; then echo "SKIP: fabric_job not built"; exit 77; fi
+case $shape in ring_stall|ring_relay_stall)
+  [ -x "$job" ] || { echo "SKIP: fabric_job not built"; exit 77; } ;; esac
 pfx="fb$$"
 s=$(( $$ % 200 + 20 ))
 while ip -o -4 addr show | grep -q " 10\.$s\."; do s=$(( (s + 1) % 250 + 1 )); done
@@ -83,18 +86,28 @@ sr=("$sparkrun" "${opts[@]}")
 fr=("$sparkrun" fabric "${opts[@]}")  # `sparkrun fabric` runs $discover through sparkrun
 export SPARK_FABRIC_DISCOVER=$discover
 
-if [ "$shape" = ring_stall ]; then
-  # Ranks 0 and 2 (opposite) ping-pong through rank 1's relay; stop rank 1's node.
-  "${sr[@]}" -x SPARK_TRANSPORT=tcp -x SPARKNET_ROCE_TIMEOUT_MS=1500 --kill-grace 1 "$job" pingpong \
+if [ "$shape" = ring_stall ] || [ "$shape" = ring_relay_stall ]; then
+  # ring_stall: ranks 0 and 2 (opposite) ping-pong through rank 1's relay; stop rank 1.
+  # ring_relay_stall: rank 0 floods rank 2 through rank 1's relay; stop rank 2. Socket buffers
+  # of the relay's and rank 2's namespaces are small, so the relay is left holding bytes.
+  mode=pingpong vns=1
+  if [ "$shape" = ring_relay_stall ]; then
+    mode=flood vns=2
+    for i in 1 2; do
+      ip netns exec "$pfx$i" sysctl -q -w net.ipv4.tcp_rmem="4096 16384 32768" \
+        net.ipv4.tcp_wmem="4096 16384 32768" || fail "cannot shrink socket buffers"
+    done
+  fi
+  "${sr[@]}" -x SPARK_TRANSPORT=tcp -x SPARKNET_ROCE_TIMEOUT_MS=1500 --kill-grace 1 "$job" $mode \
     >"$out/s" 2>&1 &
   sr_pid=$!
-  for _ in $(seq 300); do grep -q "pingpong running" "$out/s" && break; sleep 0.1; done
-  grep -q "pingpong running" "$out/s" || { kill "$sr_pid"; wait "$sr_pid"; fail "pingpong never started"; }
+  for _ in $(seq 300); do grep -q "$mode running" "$out/s" && break; sleep 0.1; done
+  grep -q "$mode running" "$out/s" || { kill "$sr_pid"; wait "$sr_pid"; fail "$mode never started"; }
   victim=""
-  for pid in $(ip netns pids "${pfx}1"); do
+  for pid in $(ip netns pids "$pfx$vns"); do
     [ "$(cat /proc/$pid/comm 2>/dev/null)" = fabric_job ] && victim=$pid
   done
-  [ -n "$victim" ] || fail "no fabric_job in ${pfx}1"
+  [ -n "$victim" ] || fail "no fabric_job in $pfx$vns"
   kill -STOP "$victim"
   # The job must end by itself (bounded: timeout 1.5 s, kill grace 1 s).
   for _ in $(seq 300); do kill -0 "$sr_pid" 2>/dev/null || break; sleep 0.1; done
@@ -102,8 +115,13 @@ if [ "$shape" = ring_stall ]; then
   wait "$sr_pid"
   rc=$?
   [ $rc -ne 0 ] || fail "job exited 0 after its relay stopped"
-  # Records of the ranks that waited through the relay name it (host and rank) and its lane.
-  expect "sparkrun: rank [02] aborted: rank [02]: .* no data from rank [02] on lane tcp:via ${pfx}1(rank 1)/to1 after" "$out/s"
+  if [ "$shape" = ring_stall ]; then
+    # Records of the ranks that waited through the relay name it (host and rank) and its lane.
+    expect "sparkrun: rank [02] aborted: rank [02]: .* no data from rank [02] on lane tcp:via ${pfx}1(rank 1)/to1 after" "$out/s"
+  else
+    # The relay's own record: relaying rank and host, its lane toward rank 2, the sequence.
+    expect "sparkrun: rank 1 aborted: rank 1: relay seq [1-9][0-9]* step 0: no data from rank 2 on lane tcp:to2 after [0-9]* ms (timeout 1500 ms) .relay on ${pfx}1 for rank 0 -> rank 2 stalled" "$out/s"
+  fi
   grep "^sparkrun: rank" "$out/s"
   echo "PASS $shape (rc $rc)"
   exit 0

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,7 +37,8 @@ size_t area_bytes(size_t capacity) {
 // afterwards) but has its own stack, file table and signal dispositions. Only plain system
 // calls here, and no allocation: sparkrun's heap is in use by sparkrun. (errno lives in
 // sparkrun's main-thread TLS: only failing calls write it, and none of these fail while
-// sparkrun is alive.)
+// sparkrun is alive. The blocking read and the open go through syscall(): glibc's wrappers
+// of cancellation points would flip cancellation state in sparkrun's thread descriptor.)
 int watcher_main(void* p) {
   auto* area = static_cast<WatcherArea*>(p);
   // Ignore terminal signals: Ctrl-C reaches sparkrun's process group, and sparkrun does
@@ -54,7 +56,7 @@ int watcher_main(void* p) {
     dup2(area->fd, 3);
     area->fd = 3;
   }
-  int null_fd = open("/dev/null", O_RDWR);
+  int null_fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR));
   if (null_fd >= 0) {
     dup2(null_fd, 0);
     dup2(null_fd, 1);
@@ -63,7 +65,7 @@ int watcher_main(void* p) {
   close_range(4, ~0U, 0);
   for (;;) {
     pid_t pgid = 0;
-    ssize_t n = read(3, &pgid, sizeof pgid);
+    ssize_t n = syscall(SYS_read, 3, &pgid, sizeof pgid);
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof pgid)) break;  // EOF: sparkrun is gone
     if (pgid == 0) _exit(0);                            // disarmed

@@ -138,6 +138,7 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
     // Other nodes of a SLURM allocation: their daemons start as srun steps (docs/slurm.md).
     if (m.launch_agent.empty() && slurm_use && slurm_use->via_srun)
       m.launch_agent = slurm::srun_launch_agent();
+    if (slurm_use) m.route_to = slurm_use->node_addresses;
     m.control_net = o.control_net;
     m.bind_to = o.bind_to;
     m.map_by = o.map_by;

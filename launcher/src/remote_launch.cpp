@@ -393,7 +393,9 @@ int Coordinator::run() {
   std::vector<std::string> hosts;
   std::vector<bool> local;
   for (const auto& n : spec_.plan.nodes) {
-    hosts.push_back(n.host);
+    // A host whose name does not resolve may have a known address (SLURM's NodeAddr).
+    const auto addr = spec_.route_to.find(n.host);
+    hosts.push_back(addr != spec_.route_to.end() ? addr->second : n.host);
     local.push_back(n.local);
   }
   const ControlAddresses addr = choose_control_addresses(spec_.control_net, hosts, local);

@@ -4,6 +4,7 @@
 // daemon or --timeout into a group abort on every host. See docs/multihost.md.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,8 +25,9 @@ struct MultiHostSpec {
   std::optional<double> timeout_s;
   double kill_grace_s = 2.0;
   bool verbose = false;
-  std::string launch_agent;  // empty: kDefaultLaunchAgent
-  std::string control_net;   // empty: route to each host
+  std::string launch_agent;                     // empty: kDefaultLaunchAgent
+  std::string control_net;                      // empty: route to each host
+  std::map<std::string, std::string> route_to;  // host -> address to route to (SLURM NodeAddr)
   // Binding, planned by each node's daemon for its own machine (docs/binding.md).
   std::string bind_to;
   std::string map_by;

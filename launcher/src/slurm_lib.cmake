@@ -14,6 +14,7 @@ endif()
 # spark_slurm_plan: the launcher's hook (allocation -> host list and -n default). Needs the
 # launcher's job plan types, so it exists only once spark_launch does.
 if(TARGET spark_launch AND NOT TARGET spark_slurm_plan)
-  add_library(spark_slurm_plan STATIC ${CMAKE_CURRENT_LIST_DIR}/slurm_plan.cpp)
+  add_library(spark_slurm_plan STATIC ${CMAKE_CURRENT_LIST_DIR}/slurm_plan.cpp
+                                      ${CMAKE_CURRENT_LIST_DIR}/slurm_nodes.cpp)
   target_link_libraries(spark_slurm_plan PUBLIC spark_slurm spark_launch PRIVATE spark_warnings)
 endif()

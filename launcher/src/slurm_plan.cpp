@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "slurm_nodes.hpp"
 #include "usage_error.hpp"
 
 namespace spark::launch::slurm {
@@ -73,7 +74,13 @@ std::optional<AllocationUse> apply_slurm_allocation(PlanInput& in, const std::st
   } catch (const SlurmError& e) {
     throw UsageError(e.what());
   }
-  return apply_allocation(in, alloc, hostname);
+  auto use = apply_allocation(in, alloc, hostname);
+  if (use && use->via_srun) {
+    std::vector<std::string> names;
+    for (const auto& h : in.hosts) names.push_back(h.name);
+    use->node_addresses = unresolved_node_addresses(names);
+  }
+  return use;
 }
 
 }  // namespace spark::launch::slurm

@@ -2,6 +2,7 @@
 // list, the allocation decides where ranks run and how many there are by default.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -14,6 +15,9 @@ namespace spark::launch::slurm {
 struct AllocationUse {
   std::string note;       ///< one line for --verbose
   bool via_srun = false;  ///< ranks on other nodes: start node daemons with srun_launch_agent()
+  /// With via_srun: NodeAddr of the nodes whose names do not resolve here (from slurmctld),
+  /// for choosing the control-plane address the daemons connect back to.
+  std::map<std::string, std::string> node_addresses;
 };
 
 /// The launch agent that starts one node daemon on one node of the allocation: a one-task

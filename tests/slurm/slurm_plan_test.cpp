@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "slurm_nodes.hpp"
 #include "slurm_plan.hpp"
 #include "usage_error.hpp"
 
@@ -153,6 +154,24 @@ TEST(SlurmPlan, SrunLaunchAgentIsOneOverlappingTaskPerNode) {
                            "--input=0", "--mpi=none"}) {
     EXPECT_NE(agent.find(word), std::string::npos) << word << " missing in " << agent;
   }
+}
+
+TEST(SlurmNodes, NodeAddrFromScontrolOneLiners) {
+  const auto m = parse_node_addresses(
+      "NodeName=sn1 Arch=x86_64 CoresPerSocket=2  CPUAlloc=0 NodeAddr=10.78.232.2 "
+      "NodeHostName=sn1 Version=22.05.8\n"
+      "NodeName=sn2 Arch=x86_64 NodeAddr=10.78.232.3 NodeHostName=sn2\n"
+      "Node bogus not found\n"
+      "NodeName=half\n");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m.at("sn1"), "10.78.232.2");
+  EXPECT_EQ(m.at("sn2"), "10.78.232.3");
+  EXPECT_TRUE(parse_node_addresses("").empty());
+}
+
+TEST(SlurmNodes, NamesThatResolveNeedNoLookup) {
+  // localhost resolves: no scontrol call, nothing to map.
+  EXPECT_TRUE(unresolved_node_addresses({"localhost", "127.0.0.1"}).empty());
 }
 
 }  // namespace

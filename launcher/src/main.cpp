@@ -139,6 +139,8 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
     if (m.launch_agent.empty() && slurm_use && slurm_use->via_srun)
       m.launch_agent = slurm::srun_launch_agent();
     if (slurm_use) m.route_to = slurm_use->node_addresses;
+    if (slurm_use)
+      m.exports.insert(m.exports.begin(), slurm_use->rank_env.begin(), slurm_use->rank_env.end());
     m.control_net = o.control_net;
     m.bind_to = o.bind_to;
     m.map_by = o.map_by;

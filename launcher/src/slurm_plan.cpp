@@ -8,8 +8,11 @@
 namespace spark::launch::slurm {
 
 std::string srun_launch_agent() {
+  // `env -u`: srun gives its task the per-task variables of a one-task step (SLURM_PROCID=0,
+  // ...); the daemon's ranks must not inherit them (programs read them as their rank).
   return "srun --overlap --nodes=1 --ntasks=1 --nodelist={host} --input=0 --mpi=none "
-         "--cpu-bind=none --kill-on-bad-exit=1 --job-name=sparkrun-daemon --quiet";
+         "--cpu-bind=none --kill-on-bad-exit=1 --job-name=sparkrun-daemon --quiet "
+         "env -u SLURM_PROCID -u SLURM_LOCALID -u SLURM_NODEID -u SLURM_GTIDS -u SLURM_TASK_PID";
 }
 
 std::optional<AllocationUse> apply_allocation(PlanInput& in, const std::optional<Allocation>& alloc,
@@ -79,6 +82,12 @@ std::optional<AllocationUse> apply_slurm_allocation(PlanInput& in, const std::st
     std::vector<std::string> names;
     for (const auto& h : in.hosts) names.push_back(h.name);
     use->node_addresses = unresolved_node_addresses(names);
+    const auto env = slurm_environment();
+    for (const char* key :
+         {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_TASKS_PER_NODE", "SLURM_JOB_NODELIST",
+          "SLURM_NODELIST", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "SLURM_JOB_CPUS_PER_NODE"}) {
+      if (auto it = env.find(key); it != env.end()) use->rank_env.emplace_back(key, it->second);
+    }
   }
   return use;
 }

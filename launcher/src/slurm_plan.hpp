@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "job_plan.hpp"
 #include "slurm_allocation.hpp"
@@ -18,6 +20,10 @@ struct AllocationUse {
   /// With via_srun: NodeAddr of the nodes whose names do not resolve here (from slurmctld),
   /// for choosing the control-plane address the daemons connect back to.
   std::map<std::string, std::string> node_addresses;
+  /// With via_srun: the allocation's job-wide variables as this process sees them
+  /// (SLURM_NTASKS, SLURM_TASKS_PER_NODE, SLURM_JOB_NODELIST, ...), for every rank: a daemon
+  /// step's own values (SLURM_NTASKS=1, ...) describe the one-task step, not the job.
+  std::vector<std::pair<std::string, std::string>> rank_env;
 };
 
 /// The launch agent that starts one node daemon on one node of the allocation: a one-task

@@ -129,7 +129,7 @@ setup_netns() {
     multi=0
     return 0
   fi
-  local id=$$ pfx s t i ns
+  local id=$$ pfx s t i ns last_cpu
   pfx="sl${id}"
   s=$(( (id / 250) % 250 + 1 )); t=$(( id % 250 + 1 ))
   while ip -o -4 addr show | grep -q " 10\.$s\.$t\."; do t=$(( t % 250 + 1 )); done
@@ -164,6 +164,10 @@ setup_netns() {
     echo "SPARK_SLURM_MULTI_NET=$net_prefix.0/24"
     echo "SPARK_SLURM_MULTI_NETNS=$(seq -s, -f "${pfx}n%g" 1 "$multi")"
   } >"$run/multi.env"
+  last_cpu=$(taskset -pc $$ 2>/dev/null | sed 's/.*: *//' | tr ',' '\n' | tail -1 | sed 's/.*-//')
+  [[ $multi -gt 1 && -n "$last_cpu" && "$last_cpu" != 0 ]] &&
+    echo "SPARK_SLURM_MULTI_LAST_NODE_CPU=$last_cpu" >>"$run/multi.env"
+  return 0
 }
 
 teardown_netns() {
@@ -271,10 +275,17 @@ start_cluster() {
   mkdir -p "$run/spool/$node"
   slurmd -f "$dir/slurm.conf" -N "$node" ||
     { tail -5 "$run/slurmd-$node.log" >&2; stop_cluster; die "slurmd did not start"; }
+  # The last node's slurmd (and so every step on it) runs on the last cpu only, as a node
+  # whose job cpuset is smaller than the machine: tests check that binding stays inside it.
+  local pin=() last_cpu
+  last_cpu=$(taskset -pc $$ 2>/dev/null | sed 's/.*: *//' | tr ',' '\n' | tail -1 | sed 's/.*-//')
   for i in $(seq "$multi"); do
     mkdir -p "$run/spool/sn$i"
+    pin=()
+    [[ $i -eq $multi && $multi -gt 1 && -n "$last_cpu" && "$last_cpu" != 0 ]] &&
+      pin=(taskset -c "$last_cpu")
     # nsenter, not `ip netns exec`: that remounts /sys, hiding /sys/fs/cgroup from slurmd.
-    nsenter --net="/run/netns/sl$$n$i" slurmd -f "$dir/slurm.conf" -N "sn$i" ||
+    nsenter --net="/run/netns/sl$$n$i" "${pin[@]}" slurmd -f "$dir/slurm.conf" -N "sn$i" ||
       { tail -5 "$run/slurmd-sn$i.log" >&2; stop_cluster; die "slurmd sn$i did not start"; }
   done
   wait_idle "$node" || { stop_cluster; exit 1; }

@@ -421,6 +421,8 @@ class SparkrunMultiNode : public SparkrunInAllocation {
                       "and iproute2 for its network namespaces; SPARK_SLURM_NETNS_NODES=0?)";
     }
     net_ = env.at("SPARK_SLURM_MULTI_NET");
+    if (env.count("SPARK_SLURM_MULTI_LAST_NODE_CPU"))
+      last_cpu_ = env.at("SPARK_SLURM_MULTI_LAST_NODE_CPU");
     mark_ = "SPARK_SLURM_TEST_MARK=" + dir_.string();
   }
   // sh() with the marker exported, so that every process of the job can be found later.
@@ -445,7 +447,7 @@ class SparkrunMultiNode : public SparkrunInAllocation {
     for (const auto& x : v) s += x + "\n";
     return s;
   }
-  std::string net_, mark_;
+  std::string net_, mark_, last_cpu_;
 };
 
 TEST_F(SparkrunMultiNode, SallocTwoNodesFourRanksCollectivesAcrossNodes) {
@@ -582,4 +584,28 @@ TEST_F(SparkrunMultiNode, KilledNodeDaemonEndsTheJobWithNoProcessLeft) {
   EXPECT_EQ(rc, "1\n") << e;
   EXPECT_GE(lines_with(e, "sparkrun: host sn2: ").size(), 1u) << e;
   EXPECT_TRUE(leftovers(10).empty()) << join(leftovers(0));
+}
+
+TEST_F(SparkrunMultiNode, RanksSeeTheJobAndBindInsideTheirNodesCpus) {
+  // Every rank reads the allocation as the launcher did (not its daemon step's one-task view:
+  // SLURM_NTASKS=1, SLURM_PROCID=0), and SLURMD_NODENAME of its own node. sn2's slurmd runs
+  // on one cpu only (the fixture pins it): --bind-to core there must stay on that cpu.
+  const Result r =
+      job("salloc -Q -p multi -N 2 -n 4 " + sparkrun() + "--tag-output --bind-to core sh -c " +
+          quote(std::string(SPARK_ALLOCATION_PROBE) + "; echo procid=${SLURM_PROCID-unset}"));
+  if (r.status == 2 && r.err.find("not available in this build") != std::string::npos) {
+    GTEST_SKIP() << "sparkrun has no --bind-to: " << r.err;
+  }
+  ASSERT_EQ(r.status, 0) << describe(r);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string tag = "[" + std::to_string(rank) + "] ";
+    EXPECT_EQ(lines_with(r.out, tag + "nodes=sn1:2,sn2:2").size(), 1u) << describe(r);
+    EXPECT_EQ(lines_with(r.out, tag + "ntasks=4").size(), 1u) << describe(r);
+    EXPECT_EQ(lines_with(r.out, tag + "procid=unset").size(), 1u) << describe(r);
+    EXPECT_EQ(lines_with(r.out, tag + "this_node=" + (rank < 2 ? "sn1" : "sn2")).size(), 1u)
+        << describe(r);
+    if (rank >= 2 && !last_cpu_.empty()) {
+      EXPECT_EQ(lines_with(r.out, tag + "cpus=" + last_cpu_).size(), 1u) << describe(r);
+    }
+  }
 }

@@ -151,7 +151,7 @@ TEST(SlurmPlan, SubmitHostOutsideTheAllocationStartsEveryDaemonThroughSrun) {
 TEST(SlurmPlan, SrunLaunchAgentIsOneOverlappingTaskPerNode) {
   const std::string agent = srun_launch_agent();
   for (const char* word : {"srun ", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist={host}",
-                           "--input=0", "--mpi=none"}) {
+                           "--input=0", "--mpi=none", "env -u SLURM_PROCID"}) {
     EXPECT_NE(agent.find(word), std::string::npos) << word << " missing in " << agent;
   }
 }

@@ -82,7 +82,7 @@ CredType=cred/munge
 AuthInfo=socket=$run/munge.sock
 StateSaveLocation=$run/state
 SlurmdSpoolDir=$run/spool/%n
-TmpFS=$run/tmp
+TmpFS=$run/tmp/%n
 SlurmctldPidFile=$run/slurmctld.pid
 SlurmdPidFile=$run/slurmd-%n.pid
 SlurmctldLogFile=$run/slurmctld.log
@@ -272,7 +272,7 @@ start_cluster() {
     { stop_cluster; die "munged did not start"; }
   slurmctld -c -f "$dir/slurm.conf" ||
     { tail -5 "$run/slurmctld.log" >&2; stop_cluster; die "slurmctld did not start"; }
-  mkdir -p "$run/spool/$node"
+  mkdir -p "$run/spool/$node" "$run/tmp/$node"
   slurmd -f "$dir/slurm.conf" -N "$node" ||
     { tail -5 "$run/slurmd-$node.log" >&2; stop_cluster; die "slurmd did not start"; }
   # The last node's slurmd (and so every step on it) runs on the last cpu only, as a node
@@ -280,7 +280,7 @@ start_cluster() {
   local pin=() last_cpu
   last_cpu=$(taskset -pc $$ 2>/dev/null | sed 's/.*: *//' | tr ',' '\n' | tail -1 | sed 's/.*-//')
   for i in $(seq "$multi"); do
-    mkdir -p "$run/spool/sn$i"
+    mkdir -p "$run/spool/sn$i" "$run/tmp/sn$i"
     pin=()
     [[ $i -eq $multi && $multi -gt 1 && -n "$last_cpu" && "$last_cpu" != 0 ]] &&
       pin=(taskset -c "$last_cpu")

@@ -609,3 +609,17 @@ TEST_F(SparkrunMultiNode, RanksSeeTheJobAndBindInsideTheirNodesCpus) {
     }
   }
 }
+
+// Direction 1 across nodes, for comparison: SLURM's own PMIx server on each node, no sparkrun.
+TEST_F(SparkrunMultiNode, SrunPmixWithoutSparkrunAcrossTwoNodes) {
+  const Result r = job(std::string("srun -p multi --mpi=pmix -N 2 -n 4 ") + SPARK_LIBSPARK_APP);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string node = rank < 2 ? "sn1" : "sn2";
+    EXPECT_EQ(lines_with(r.out, "rank " + std::to_string(rank) +
+                                    " of 4: collectives ok on host - " + "(slurmd " + node + ")")
+                  .size(),
+              1u)
+        << describe(r);
+  }
+}

@@ -520,7 +520,7 @@ TEST_F(SparkrunMultiNode, ScancelEndsEveryDaemonAndRank) {
   const std::string job_id = sub.out.substr(0, sub.out.find_first_of(";\n"));
   // Running on both nodes once both ranks have printed their line (bounded wait).
   std::string out;
-  for (int i = 0; i < 600 && lines_with(out, "collectives ok").size() < 2; ++i) {
+  for (int i = 0; i < 300 && lines_with(out, "collectives ok").size() < 2; ++i) {
     usleep(100 * 1000);
     out = slurp(dir_ / "hang.out");
   }
@@ -538,8 +538,9 @@ TEST_F(SparkrunMultiNode, ScancelEndsEveryDaemonAndRank) {
 TEST_F(SparkrunMultiNode, KilledNodeDaemonEndsTheJobWithNoProcessLeft) {
   // The ranks hang (rank 1 stops answering, ten-minute timeout); then sn2's node daemon, an
   // srun step, is SIGKILLed. The launcher must see its srun end and stop every node.
-  const std::string cmd = "SPARKNET_ROCE_TIMEOUT_MS=600000 salloc -Q -p multi -N 2 -n 2 " +
-                          sparkrun() + SPARK_LIBSPARK_APP + " --stop-rank 1";
+  const std::string cmd =
+      "SPARKNET_ROCE_TIMEOUT_MS=600000 timeout -k 5 90 salloc -Q -p multi -N 2 -n 2 " + sparkrun() +
+      SPARK_LIBSPARK_APP + " --stop-rank 1";
   const fs::path out = dir_ / "daemon.out", err = dir_ / "daemon.err";
   // In the background: the test kills the daemon meanwhile.
   // (sh() puts the command in single quotes: none in here.)
@@ -548,7 +549,7 @@ TEST_F(SparkrunMultiNode, KilledNodeDaemonEndsTheJobWithNoProcessLeft) {
           quote((dir_ / "daemon.rc").string()) + ") >/dev/null 2>&1 &");
   ASSERT_EQ(bg.status, 0) << describe(bg);
   std::string daemon_pid;
-  for (int i = 0; i < 600 && daemon_pid.empty(); ++i) {
+  for (int i = 0; i < 300 && daemon_pid.empty(); ++i) {
     usleep(100 * 1000);
     if (lines_with(slurp(out), "collectives ok").size() < 2) continue;
     // The daemon itself: not its srun (whose command line holds the daemon's) and not its
@@ -575,7 +576,7 @@ TEST_F(SparkrunMultiNode, KilledNodeDaemonEndsTheJobWithNoProcessLeft) {
                                    << slurp(out) << slurp(err) << join(marked_processes(mark_));
   ASSERT_EQ(kill(std::stoi(daemon_pid), SIGKILL), 0);
   std::string rc;
-  for (int i = 0; i < 600 && rc.empty(); ++i) {  // bounded: 60 s
+  for (int i = 0; i < 300 && rc.empty(); ++i) {  // bounded: 30 s
     usleep(100 * 1000);
     rc = slurp(dir_ / "daemon.rc");
   }

@@ -556,6 +556,7 @@ int Runner::run() {
   setup_loop();
   // Before PMIx creates threads: the watcher is forked from a single-threaded process.
   guard_ = std::make_unique<OrphanGuard>(static_cast<int>(spec_.plan.size));
+  guard_->remove_on_death(tmp.path());
   trace("orphan watcher started");
 #ifdef SPARK_LAUNCH_HAVE_PMIX
   PmixHooks hooks;

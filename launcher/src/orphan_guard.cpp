@@ -1,5 +1,6 @@
 #include "orphan_guard.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -9,7 +10,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <system_error>
 
 namespace spark::launch {
@@ -18,13 +21,63 @@ namespace {
 // The watcher's own memory: its stack and the list of groups it kills. Shared with sparkrun
 // (CLONE_VM) but touched by sparkrun only to map and, once the watcher is reaped, unmap it.
 struct WatcherArea {
-  int fd;           // read end of the pipe
-  size_t capacity;  // entries in groups
+  int fd;                          // read end of the pipe
+  unsigned dir_len;                // bytes of dir, published last (0: nothing to remove)
+  char dir[OrphanGuard::kMaxDir];  // the job's temp dir, removed after the kills
+  size_t capacity;                 // entries in groups
   size_t count;
   pid_t groups[1];  // [capacity]
 };
 
 constexpr size_t kStackSize = 64 * 1024;
+constexpr int kMaxDepth = 8;  // the job dir holds PMIx's few levels; deeper is left alone
+
+// Removes the entries of the open directory `fd`, then nothing else (the caller removes the
+// directory itself). No allocation: a small buffer per level on the watcher's stack. Entries
+// removed while reading can shift the rest, so passes repeat until one removes nothing.
+void remove_entries(int fd, int depth) {
+  char buf[2048];
+  for (bool removed = true; removed;) {
+    removed = false;
+    if (syscall(SYS_lseek, fd, 0, SEEK_SET) < 0) return;
+    for (;;) {
+      const long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+      if (n <= 0) break;
+      for (long off = 0; off < n;) {
+        struct Dirent64 {
+          std::uint64_t d_ino;
+          std::int64_t d_off;
+          unsigned short d_reclen;
+          unsigned char d_type;
+          char d_name[1];
+        };
+        const auto* e = reinterpret_cast<const Dirent64*>(buf + off);
+        off += e->d_reclen;
+        const char* name = e->d_name;
+        if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+        if (syscall(SYS_unlinkat, fd, name, 0) == 0) {
+          removed = true;
+        } else if (depth < kMaxDepth) {
+          const long sub =
+              syscall(SYS_openat, fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (sub < 0) continue;
+          remove_entries(static_cast<int>(sub), depth + 1);
+          syscall(SYS_close, sub);
+          if (syscall(SYS_unlinkat, fd, name, AT_REMOVEDIR) == 0) removed = true;
+        }
+      }
+    }
+  }
+}
+
+void remove_tree(const char* dir) {
+  const long fd =
+      syscall(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  remove_entries(static_cast<int>(fd), 0);
+  syscall(SYS_close, fd);
+  syscall(SYS_unlinkat, AT_FDCWD, dir, AT_REMOVEDIR);
+}
 
 size_t area_bytes(size_t capacity) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
@@ -72,6 +125,9 @@ int watcher_main(void* p) {
     if (area->count < area->capacity) area->groups[area->count++] = pgid;
   }
   for (size_t i = 0; i < area->count; ++i) kill(-area->groups[i], SIGKILL);
+  // sparkrun's TempDir destructor did not run: the job's directory (PMIx rendezvous files,
+  // in /dev/shm by default, i.e. memory) would stay behind.
+  if (__atomic_load_n(&area->dir_len, __ATOMIC_ACQUIRE) > 0) remove_tree(area->dir);
   _exit(0);
 }
 
@@ -87,6 +143,7 @@ OrphanGuard::OrphanGuard(int max_groups) {
   auto* area = reinterpret_cast<WatcherArea*>(static_cast<char*>(mem) + kStackSize);
   area->capacity = capacity;
   area->count = 0;
+  area->dir_len = 0;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     int err = errno;
@@ -134,6 +191,13 @@ void OrphanGuard::watch(pid_t pgid) {
   do {
     n = write(fd_, &pgid, sizeof pgid);
   } while (n < 0 && errno == EINTR);
+}
+
+void OrphanGuard::remove_on_death(const std::string& dir) {
+  if (area_ == nullptr || dir.empty() || dir.size() >= kMaxDir) return;
+  auto* area = reinterpret_cast<WatcherArea*>(static_cast<char*>(area_) + kStackSize);
+  std::memcpy(area->dir, dir.c_str(), dir.size() + 1);
+  __atomic_store_n(&area->dir_len, static_cast<unsigned>(dir.size()), __ATOMIC_RELEASE);
 }
 
 void OrphanGuard::disarm() {

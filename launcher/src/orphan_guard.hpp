@@ -3,12 +3,14 @@
 // ranks started (their children stay in the rank's process group). It is a small process
 // (clone with CLONE_VM: it borrows sparkrun's memory instead of copying it, on its own small
 // stack) that waits for EOF on a pipe only sparkrun holds: an orderly exit disarms it first,
-// any other death of sparkrun makes it SIGKILL every registered group.
+// any other death of sparkrun makes it SIGKILL every registered group and remove the
+// job's temp dir.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstddef>
+#include <string>
 
 namespace spark::launch {
 
@@ -21,8 +23,13 @@ class OrphanGuard {
   OrphanGuard(const OrphanGuard&) = delete;
   OrphanGuard& operator=(const OrphanGuard&) = delete;
 
+  static constexpr unsigned kMaxDir = 512;
+
   /// Registers a rank's process group (its pid).
   void watch(pid_t pgid);
+  /// After the kills, a watcher that outlives sparkrun also removes `dir` (the job's temp
+  /// dir) and what is in it. Paths of kMaxDir bytes or more are not taken.
+  void remove_on_death(const std::string& dir);
   /// An orderly exit: the watcher leaves without killing anything, and is reaped here.
   void disarm();
   pid_t pid() const { return pid_; }

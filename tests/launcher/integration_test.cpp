@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -324,11 +325,26 @@ TEST(LauncherJob, TimeoutExits124) {
   EXPECT_TRUE(survivors(m).empty());
 }
 
+int entries_in(const std::string& dir) {
+  int n = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d))
+      n += std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0;
+    closedir(d);
+  }
+  return n;
+}
+
 // SIGKILL to sparkrun: the ranks die with it (PDEATHSIG) and so do the ranks' own children
-// (the orphan watcher kills the process groups).
+// (the orphan watcher kills the process groups), and the job's temp dir goes too.
 TEST(LauncherJob, SigkillToSparkrunLeavesNoProcess) {
   const std::string m = marker();
+  char tmpl[] = "/tmp/spark-sigkill-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string tmpdir = tmpl;
+  ::setenv("TMPDIR", tmpdir.c_str(), 1);  // sparkrun makes its job dir here
   Child c = spawn({SPARKRUN, "-n", "3", PMIX_CLIENT, "spawn-sleep", "60", m});
+  ::unsetenv("TMPDIR");
   pid_t sparkrun_pid = c.pid;
   bool sent = false;
   Result r = finish(c, 60s, [&](const std::string& out) {
@@ -338,12 +354,17 @@ TEST(LauncherJob, SigkillToSparkrunLeavesNoProcess) {
       sent = true;
       // Every rank and every rank's child carry the marker now.
       EXPECT_GE(processes_with(m).size(), 6u);
+      EXPECT_EQ(entries_in(tmpdir), 1) << "no job dir in TMPDIR while the job runs";
       kill(sparkrun_pid, SIGKILL);
     }
   });
   ASSERT_TRUE(sent) << "ranks did not start: " << r.err;
   EXPECT_EQ(r.code, 128 + SIGKILL);
   EXPECT_TRUE(survivors(m).empty());
+  // The watcher removes the job dir after its kills; give it a moment on a loaded machine.
+  for (int i = 0; i < 100 && entries_in(tmpdir) > 0; ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(entries_in(tmpdir), 0) << "the job dir outlived sparkrun in " << tmpdir;
+  std::filesystem::remove_all(tmpdir);
 }
 
 TEST(LauncherJob, SigtermToSparkrunStopsTheJob) {

@@ -11,7 +11,7 @@ std::string srun_launch_agent() {
   // `env -u`: srun gives its task the per-task variables of a one-task step (SLURM_PROCID=0,
   // ...); the daemon's ranks must not inherit them (programs read them as their rank).
   return "srun --overlap --nodes=1 --ntasks=1 --nodelist={host} --input=0 --mpi=none "
-         "--cpu-bind=quiet,none --kill-on-bad-exit=1 --job-name=sparkrun-daemon --quiet "
+         "--cpu-bind=none --kill-on-bad-exit=1 --job-name=sparkrun-daemon --quiet "
          "env -u SLURM_PROCID -u SLURM_LOCALID -u SLURM_NODEID -u SLURM_GTIDS -u SLURM_TASK_PID";
 }
 

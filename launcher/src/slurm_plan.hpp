@@ -30,7 +30,7 @@ struct AllocationUse {
 /// step on that node. `--overlap` so that the daemon step does not take the cpus the job's
 /// ranks need (the daemon runs them itself), `--input=0` so that the job secret written to
 /// srun's stdin reaches the daemon's stdin (never argv or the environment), `--mpi=none`
-/// because the daemon runs its own PMIx server, `--cpu-bind=quiet,none` so that the daemon sees the
+/// because the daemon runs its own PMIx server, `--cpu-bind=none` so that the daemon sees the
 /// job's cpus on the node (its binding stays inside them), no `--exact`: the step gets every
 /// cpu of the job on that node.
 std::string srun_launch_agent();

@@ -628,3 +628,170 @@ TEST_F(SparkrunMultiNode, SrunPmixWithoutSparkrunAcrossTwoNodes) {
         << describe(r);
   }
 }
+
+// --- sparkrun doctor inside a multi-node allocation --------------------------------------
+// No host options: the doctor's probe runs on every rank of the allocation (node daemons
+// through srun, as for a job). The namespaces have no RDMA: the host checks say so (FAIL),
+// the lanes are tcp and the round trips tcp echos; the exit status is 1 (docs/doctor.md).
+
+namespace {
+
+std::size_t count_matching(const std::string& text, const std::string& pattern) {
+  const std::regex re(pattern);
+  std::size_t n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += std::regex_search(line, re) ? 1 : 0;
+  return n;
+}
+
+bool machine_has_rdma_devices() {
+  std::error_code ec;
+  return fs::exists("/sys/class/infiniband", ec) && !fs::is_empty("/sys/class/infiniband", ec);
+}
+
+}  // namespace
+
+class DoctorMultiNode : public SparkrunMultiNode {
+ protected:
+  void SetUp() override {
+    SparkrunMultiNode::SetUp();
+    if (IsSkipped()) return;
+    if (machine_has_rdma_devices())
+      GTEST_SKIP() << "this machine has RDMA devices: the tcp-only table checked here differs";
+  }
+  // Skips when the doctor cannot run its probe (not built): exit 127.
+  void skip_without_probe(const Result& r) {
+    if (r.status == 127 && r.err.find("spark_doctor_probe") != std::string::npos)
+      GTEST_SKIP() << "spark_doctor_probe is not built: " << r.err;
+  }
+};
+
+TEST_F(DoctorMultiNode, NoHostOptionsProbeEveryRankOfTheAllocation) {
+  // The command of docs/doctor.md, as is: no -n, no --host, no --control-net.
+  const Result r = job("salloc -Q -p multi -N 2 -n 2 " + std::string(SPARK_SPARKRUN) + " doctor");
+  skip_without_probe(r);
+  if (IsSkipped()) return;
+  EXPECT_EQ(r.status, 1) << "no RDMA here: FAIL rows, exit 1: " << describe(r);
+  EXPECT_EQ(lines_with(r.out, "sparkrun doctor: 2 rank(s), 1 link(s)").size(), 1u) << describe(r);
+  // Host checks once per node, by its rank, each saying plainly that there is no RDMA.
+  EXPECT_EQ(count_matching(r.out, "^sn1 +0 +rdma devices .* FAIL .*no RDMA device found"), 1u)
+      << describe(r);
+  EXPECT_EQ(count_matching(r.out, "^sn2 +1 +rdma devices .* FAIL .*no RDMA device found"), 1u)
+      << describe(r);
+  // Each rank's lanes: its own node's namespace address, tcp.
+  EXPECT_EQ(count_matching(r.out,
+                           "^sn1 +0 +lanes .*no RDMA lane: round trips run over tcp: eth0\\("
+                           "10\\."),
+            1u)
+      << describe(r);
+  EXPECT_EQ(count_matching(r.out,
+                           "^sn2 +1 +lanes .*no RDMA lane: round trips run over tcp: eth0\\("
+                           "10\\."),
+            1u)
+      << describe(r);
+  // The pair across the two nodes: one tcp round trip and one reach row, both ok.
+  EXPECT_EQ(count_matching(r.out,
+                           "^sn1 +0 +tcp round trip +tcp:eth0->eth0 +rank 1 \\(sn2\\) +ok "
+                           "+[0-9.]+ [mu]?s +median of 16 round trips"),
+            1u)
+      << describe(r);
+  EXPECT_EQ(count_matching(r.out,
+                           "^sn1 +0 +reach +tcp:eth0 +rank 1 \\(sn2\\) +ok .*direct on 1 "
+                           "lane"),
+            1u)
+      << describe(r);
+  EXPECT_EQ(count_matching(r.out, "^sn[12] +[0-9]+ +(tcp round trip|rdma write|reach) "), 2u)
+      << describe(r);
+  EXPECT_EQ(count_matching(r.out, "^sparkrun doctor: [0-9]+ problem\\(s\\)"), 1u) << describe(r);
+  EXPECT_EQ(lines_with(r.err, "sparkrun: rank 0 (pid ").size(), 1u) << describe(r);
+  EXPECT_LT(r.seconds, 60) << describe(r);
+  EXPECT_TRUE(leftovers(10).empty()) << join(leftovers(0));
+
+  // --local inside the same kind of allocation: this host only, no job (no srun, no ranks).
+  const Result l =
+      job("salloc -Q -p multi -N 2 -n 2 " + std::string(SPARK_SPARKRUN) + " doctor --local");
+  EXPECT_EQ(l.status, 1) << describe(l);
+  EXPECT_EQ(lines_with(l.out, "rank(s)").size(), 0u) << describe(l);
+  EXPECT_EQ(count_matching(l.out, "^rdma devices .*FAIL .*no RDMA device found"), 1u)
+      << describe(l);
+  EXPECT_EQ(lines_with(l.err, "srun").size(), 0u) << describe(l);
+}
+
+TEST_F(DoctorMultiNode, SilentRankOnTheOtherNodeIsNamedAndTheTableIsBounded) {
+  // Four ranks, two per node; rank 3 (sn2) never answers a round trip. Every pair gets its
+  // row: the three pairs with rank 3 FAIL naming it, the other three (two across the nodes)
+  // ok; rank 3 is UNREACHABLE from everyone. Bounded by the 500 ms windows.
+  const Result r =
+      job("salloc -Q -p multi -N 2 -n 4 " + std::string(SPARK_SPARKRUN) +
+          " doctor --iters 4 --probe-timeout-ms 500 -x SPARK_DOCTOR_TEST_SILENT_RANK=3");
+  skip_without_probe(r);
+  if (IsSkipped()) return;
+  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_EQ(lines_with(r.out, "sparkrun doctor: 4 rank(s), 6 link(s)").size(), 1u) << describe(r);
+  // Host checks from the first rank of each node only.
+  EXPECT_EQ(count_matching(r.out, "^sn1 +0 +rdma devices "), 1u) << describe(r);
+  EXPECT_EQ(count_matching(r.out, "^sn2 +2 +rdma devices "), 1u) << describe(r);
+  EXPECT_EQ(count_matching(r.out, " rdma devices "), 2u) << describe(r);
+  EXPECT_EQ(count_matching(r.out, "^sn[12] +[0-3] +lanes .*round trips run over tcp"), 4u)
+      << describe(r);
+  const std::string ok = " +tcp:eth0->eth0 +rank ([0-9]) \\((sn[12])\\) +ok ";
+  EXPECT_EQ(count_matching(r.out, "^sn1 +0 +tcp round trip +tcp:eth0->eth0 +rank 1 \\(sn1\\) +ok "),
+            1u)
+      << describe(r);
+  EXPECT_EQ(count_matching(r.out, "^sn1 +0 +tcp round trip +tcp:eth0->eth0 +rank 2 \\(sn2\\) +ok "),
+            1u)
+      << describe(r);
+  EXPECT_EQ(count_matching(r.out, "^sn1 +1 +tcp round trip +tcp:eth0->eth0 +rank 2 \\(sn2\\) +ok "),
+            1u)
+      << describe(r);
+  EXPECT_EQ(count_matching(r.out, "tcp round trip" + ok), 3u) << describe(r);
+  EXPECT_EQ(count_matching(r.out,
+                           "^sn[12] +[0-2] +tcp round trip +tcp:eth0->eth0 +rank 3 \\(sn2\\) "
+                           "+FAIL .*no answer.*rank 3 \\(sn2\\)"),
+            3u)
+      << describe(r);
+  EXPECT_EQ(count_matching(r.out, "^sn[12] +[0-2] +reach .*rank 3 \\(sn2\\) +FAIL .*UNREACHABLE"),
+            3u)
+      << describe(r);
+  EXPECT_EQ(count_matching(r.out, " reach .* ok .*direct on 1 lane"), 3u) << describe(r);
+  EXPECT_LT(r.seconds, 60) << describe(r);
+  EXPECT_TRUE(leftovers(10).empty()) << join(leftovers(0));
+  std::printf("salloc -N 2 -n 4 sparkrun doctor, silent rank 3: %.2f s\n", r.seconds);
+}
+
+// scancel of a salloc job whose sparkrun runs in salloc's shell (outside the nodes): sparkrun
+// gets SIGTERM, stops every node (daemons and ranks) and exits 128+15, which salloc returns.
+TEST_F(SparkrunMultiNode, ScancelOfSallocEndsSparkrunWith143AndNothingLeft) {
+  const std::string name = "spark-scancel-" + std::to_string(getpid());
+  const fs::path out = dir_ / "salloc.out", err = dir_ / "salloc.err", rc = dir_ / "salloc.rc";
+  // Rank 1 (on sn2) stops answering and the others would wait ten minutes: only scancel ends
+  // this job. In the background (sh() quotes in single quotes: none in here).
+  const Result bg = job("(SPARKNET_ROCE_TIMEOUT_MS=600000 timeout -k 5 90 salloc -Q -J " + name +
+                        " -p multi -N 2 -n 2 " + sparkrun() + SPARK_LIBSPARK_APP +
+                        " --stop-rank 1 >" + quote(out.string()) + " 2>" + quote(err.string()) +
+                        "; echo $? >" + quote(rc.string()) + ") >/dev/null 2>&1 &");
+  ASSERT_EQ(bg.status, 0) << describe(bg);
+  for (int i = 0; i < 300 && lines_with(slurp(out), "collectives ok").size() < 2; ++i)
+    usleep(100 * 1000);  // bounded: 30 s
+  ASSERT_EQ(lines_with(slurp(out), "collectives ok").size(), 2u) << "the job never ran:\n"
+                                                                 << slurp(out) << slurp(err);
+  const Result id = sh("squeue -h -o %i -n " + name);
+  ASSERT_EQ(id.status, 0) << describe(id);
+  ASSERT_FALSE(id.out.empty()) << describe(id);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result cancel = sh("scancel " + id.out.substr(0, id.out.find('\n')));
+  ASSERT_EQ(cancel.status, 0) << describe(cancel);
+  std::string status;
+  for (int i = 0; i < 300 && status.empty(); ++i) {  // bounded: 30 s
+    usleep(100 * 1000);
+    status = slurp(rc);
+  }
+  const std::string e = slurp(err);
+  ASSERT_FALSE(status.empty()) << "salloc did not end after scancel:\n" << e;
+  EXPECT_EQ(status, "143\n") << "sparkrun's status after SIGTERM (128+15):\n" << e;
+  EXPECT_GE(lines_with(e, "sparkrun: got signal 15 (SIGTERM").size(), 1u) << e;
+  const auto left = leftovers(30);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(left.empty()) << "left after scancel:\n" << join(left) << e;
+  std::printf("scancel of salloc to no process left: %.2f s\n", s);
+}

@@ -2,13 +2,19 @@
 # libspark vs Open MPI: 2-rank float-sum allreduce over shared memory and over tcp loopback,
 # same sizes, one run, ratios printed. Never part of the pass/fail suite.
 #   bench/vs_mpi.sh [-B build-dir] [-n ranks] [-b min] [-e max] [-f factor] [-i iters] [-r repeats] [--sparkrun]
+#   bench/vs_mpi.sh --pairs N [-b size] [-i iters] [-B build-dir] [-n ranks]   (latency, shm only)
 # Each configuration runs `repeats` times, interleaved (spark, mpi, spark, mpi, ...), and the
 # median per size is reported: the machine is shared and noisy.
+# --pairs N: N paired runs at ONE size (-b, default 1024) over shm, in alternating order
+# (spark then mpi, mpi then spark, ...); each run prints its in-process time per iteration
+# (slowest rank's mean over -i iterations, default 20000). The ratio spark/mpi is taken pair by
+# pair, so a drift of the machine's speed hits both sides of a pair alike; reported: medians,
+# minima and the median / min / max of the per-pair ratios (< 1: libspark is faster).
 # Targets (issue 4): shm 16 MiB algbw >= 1.3x Open MPI; 1 KiB latency <= Open MPI;
 # tcp 16 MiB algbw >= 1.2x Open MPI with --mca btl tcp,self.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build ranks=2 lo=1024 hi=$((16 << 20)) factor=4 iters=20 repeats=3 use_sparkrun=0
+build=build ranks=2 lo=1024 hi=$((16 << 20)) factor=4 iters= repeats=3 use_sparkrun=0 pairs=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -B) build=$2; shift 2 ;;
@@ -19,7 +25,8 @@ while [ $# -gt 0 ]; do
     -i) iters=$2; shift 2 ;;
     -r) repeats=$2; shift 2 ;;
     --sparkrun) use_sparkrun=1; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --pairs) pairs=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "vs_mpi.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -31,6 +38,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mpicc.openmpi -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ "$pairs" -gt 0 ]; then hi=$lo iters=${iters:-20000}; else iters=${iters:-20}; fi
 
 # spark TRANSPORT OUT: CSV "size,time_us,algbw"
 spark() {
@@ -53,6 +61,35 @@ mpi() {  # MCA-ARGS... ; CSV on stdout
   mpirun.openmpi --oversubscribe -n "$ranks" "$@" "$tmp/mpi_allreduce" -b "$lo" -e "$hi" -f "$factor" -n "$iters" -w 5 |
     awk -F, 'NR > 1'
 }
+
+if [ "$pairs" -gt 0 ]; then
+  for ((k = 0; k < pairs; k++)); do
+    if ((k % 2 == 0)); then
+      spark shm "$tmp/s.$k"; mpi >"$tmp/m.$k"
+    else
+      mpi >"$tmp/m.$k"; spark shm "$tmp/s.$k"
+    fi
+  done
+  python3 - "$tmp" "$pairs" "$lo" "$ranks" "$iters" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import statistics, sys
+tmp, pairs, size, ranks, iters, load = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+def t(path):
+    line = open(path).read().split()
+    return float(line[-1].split(",")[1]) if line else float("nan")
+s = [t(f"{tmp}/s.{k}") for k in range(pairs)]
+m = [t(f"{tmp}/m.{k}") for k in range(pairs)]
+r = [a / b for a, b in zip(s, m)]
+print(f"== {size} B allreduce, {ranks} ranks, shm, float sum: {pairs} alternating pairs x {iters} iterations (load {load})")
+print("pair  spark_us  mpi_us  spark/mpi")
+for k in range(pairs):
+    print(f"{k:>4} {s[k]:>9.2f} {m[k]:>7.2f} {r[k]:>10.2f}")
+print(f"median: spark {statistics.median(s):.2f} us, mpi {statistics.median(m):.2f} us; "
+      f"min: spark {min(s):.2f} us, mpi {min(m):.2f} us")
+print(f"per-pair spark/mpi: median {statistics.median(r):.2f}, min {min(r):.2f}, max {max(r):.2f} "
+      f"(target: median <= 1.0); pairs where spark was faster: {sum(x < 1 for x in r)}/{pairs}")
+PY
+  exit 0
+fi
 
 for ((k = 0; k < repeats; k++)); do
   spark shm "$tmp/spark_shm.$k"

@@ -12,15 +12,6 @@
 #include "comm/communicator_impl.hpp"
 #include "spark/error.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define SPARK_CPU_RELAX() _mm_pause()
-#elif defined(__aarch64__)
-#define SPARK_CPU_RELAX() asm volatile("yield" ::: "memory")
-#else
-#define SPARK_CPU_RELAX() ((void)0)
-#endif
-
 namespace spark {
 
 using transport::WaitKind;
@@ -39,7 +30,6 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
   const auto start = Clock::now();
   const auto spin_until = start + std::chrono::microseconds(options_.spin_us);
-  unsigned spins = 0;
   const char* what = kind == WaitKind::data ? "data from" : kind == WaitKind::credit ? "slot at" : "send to";
   auto traced = [&] {
     if (trace_) trace_->wait(op_.name, op_.seq, step, peer, t.lane_name(peer, kind), what, start, Clock::now());
@@ -57,13 +47,13 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start);
     const auto limit = std::chrono::microseconds(std::uint64_t{timeout} * 1000);
     if (now < spin_until && waited < limit) {
-      // Poll a few rounds hot (a peer that is running answers within a microsecond), then
-      // yield between polls: on an oversubscribed machine the peer may be waiting for this
-      // very CPU, and a hot spin would keep it off until our time slice ends.
-      if (++spins < 64)
-        SPARK_CPU_RELAX();
-      else
-        sched_yield();
+      // Yield between polls from the first one on, never spin hot: when the CPUs are shared
+      // (2 cores, other jobs, more ranks than cores) the peer we wait for is often waiting for
+      // this very CPU, and every microsecond spun hot delays its answer. Measured on the loaded
+      // 2-core VM (1 KiB allreduce, 2 ranks shm): 64 hot polls first ~7-10 us, a 2 us hot phase
+      // ~7-8 us, a 20 us one ~50-60 us, yielding at once ~3.4-6 us (docs/collectives.md).
+      // With no other runnable task, sched_yield returns at once: a poll every few hundred ns.
+      sched_yield();
       continue;
     }
     std::string detail;

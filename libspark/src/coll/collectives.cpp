@@ -81,7 +81,15 @@ void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count
 void CommunicatorImpl::allreduce_one_shot(const std::byte* in, std::byte* out, std::size_t count,
                                           DType dtype, ReduceOp op) {
   const std::size_t es = dtype_size(dtype), pe = piece_ / es;
-  std::vector<const void*> inputs(static_cast<std::size_t>(size_));
+  // The latency path: no heap allocation per call for the usual rank counts.
+  constexpr int kStackRanks = 16;
+  const void* stack_inputs[kStackRanks];
+  std::vector<const void*> heap_inputs;
+  const void** inputs = stack_inputs;
+  if (size_ > kStackRanks) {
+    heap_inputs.resize(static_cast<std::size_t>(size_));
+    inputs = heap_inputs.data();
+  }
   const std::size_t np = pieces(count, pe);
   for (std::size_t k = 0; k < np; ++k) {
     const Range pc = piece(count, pe, k);
@@ -90,10 +98,15 @@ void CommunicatorImpl::allreduce_one_shot(const std::byte* in, std::byte* out, s
       post(peer_at(rank_, size_, i), 0, kk, in + pc.begin * es, pc.len * es, count);
     for (int i = 1; i < size_; ++i) {
       const int p = peer_at(rank_, size_, i);
-      inputs[static_cast<std::size_t>(p)] = take(p, 0, kk, pc.len * es, count).data;
+      const std::byte* d = take(p, 0, kk, pc.len * es, count).data;
+      inputs[static_cast<std::size_t>(p)] = d;
+      // The payload was just written by another core: ask for all its lines at once, so the
+      // reduction (which reads them in order) does not miss line by line. Small pieces only.
+      if (pc.len * es <= 8192)
+        for (std::size_t off = 0; off < pc.len * es; off += 64) __builtin_prefetch(d + off);
     }
     inputs[static_cast<std::size_t>(rank_)] = in + pc.begin * es;
-    coll::reduce_n(out + pc.begin * es, inputs.data(), size_, pc.len, dtype, op);
+    coll::reduce_n(out + pc.begin * es, inputs, size_, pc.len, dtype, op);
     for (int i = 1; i < size_; ++i) give_back(peer_at(rank_, size_, i));
   }
   drain();

@@ -6,13 +6,15 @@
 //                        folded in rank order, so the expected value is exact), and a digest
 //                        of every result compared across ranks (bit-identical everywhere).
 //                        Prints per-rank "ok" and, on rank 0, 1 MiB timings.
-//   fabric_job pingpong  ranks 0 and 2 exchange 64 KiB forever (the ring's opposite nodes, so
-//                        through the relay); the other ranks wait in a barrier. Prints
-//                        "pingpong running" once; the stall test stops the relay node.
-//   fabric_job flood     rank 0 (timeout raised to 120 s) sends 8 MiB messages to rank 2
-//                        through rank 1's relay; ranks 1 and 3 wait in a barrier. Prints
-//                        "flood running"; the test stops rank 2, so only the relay's own
-//                        stall detection (rank 1, SPARKNET_ROCE_TIMEOUT_MS) can end the job.
+//   fabric_job pingpong  ranks 0 and P exchange 64 KiB forever (P = FABRIC_JOB_PEER, default
+//                        2: the ring's opposite nodes, so through the relay); the other ranks
+//                        wait in a barrier. Prints "pingpong running" once; the stall test
+//                        stops the relay node.
+//   fabric_job flood     rank 0 sends 8 MiB messages to rank P through the relay(s), both with
+//                        their timeout raised to 120 s; the other ranks wait in a barrier.
+//                        Prints "flood running"; the test stops rank 2 (the ring's
+//                        destination, or the middle relay of a line), so only a relay's own
+//                        stall detection (SPARKNET_ROCE_TIMEOUT_MS) can end the job.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -160,13 +162,25 @@ void check(spark::Communicator& comm) {
               comm.impl().transport_summary().c_str());
 }
 
+// The far end of pingpong and flood (rank 0 is the other).
+int far_peer(const spark::Communicator& comm) {
+  const char* p = std::getenv("FABRIC_JOB_PEER");
+  const int peer = p != nullptr ? std::atoi(p) : 2;
+  if (peer <= 0 || peer >= comm.size()) {
+    std::fprintf(stderr, "fabric_job: FABRIC_JOB_PEER must be 1..%d\n", comm.size() - 1);
+    std::exit(2);
+  }
+  return peer;
+}
+
 void pingpong(spark::Communicator& comm) {
   const int rank = comm.rank();
-  if (rank != 0 && rank != 2) {
+  const int peer = far_peer(comm);
+  if (rank != 0 && rank != peer) {
     comm.barrier();  // never completes: the job ends by the stall's abort
     return;
   }
-  const int other = 2 - rank;
+  const int other = peer - rank;
   std::vector<float> buf(16384, static_cast<float>(rank));
   for (long it = 0;; ++it) {
     if (rank == 0) {
@@ -185,15 +199,16 @@ void pingpong(spark::Communicator& comm) {
 
 void flood(spark::Communicator& comm) {
   const int rank = comm.rank();
-  if (rank != 0 && rank != 2) {
+  const int peer = far_peer(comm);
+  if (rank != 0 && rank != peer) {
     comm.barrier();
     return;
   }
   std::vector<float> buf(2 << 20, 1.0f);
-  if (rank == 0) comm.set_timeout_ms(120000);
+  comm.set_timeout_ms(120000);  // neither end may end the job: only a relay's record
   for (long it = 0;; ++it) {
     if (rank == 0)
-      comm.send(buf.data(), buf.size(), DType::f32, 2);
+      comm.send(buf.data(), buf.size(), DType::f32, peer);
     else
       comm.recv(buf.data(), buf.size(), DType::f32, 0);
     if (it == 2 && rank == 0) {

@@ -2,9 +2,9 @@
 # Switchless fabrics on network namespaces (docs/fabric.md).
 #
 #   fabric_netns.sh SHAPE SPARKRUN DISCOVER [EXAMPLES_DIR [FABRIC_JOB]]
-#   SHAPE: triangle | ring | ring_stall | ring_relay_stall
+#   SHAPE: triangle | ring | ring_stall | ring_relay_stall | line
 #
-# N namespaces (3 for the triangle, 4 for the ring). Data: one veth pair per cable, each cable
+# N namespaces (3 for the triangle, 4 for the ring, 5 for the line 0-1-2-3-4). Data: one veth pair per cable, each cable
 # its own 10.<S>.<k>.0/30 subnet, no bridge. Control: each namespace has an extra veth into a
 # bridge in the root namespace (10.<S>.200.0/24) where the launcher runs; SPARK_DATA_NET keeps
 # it out of the data lanes. Runs spark_fabric_discover under sparkrun, checks the map, writes
@@ -14,6 +14,9 @@
 # a flood through the relay (small socket buffers in its namespaces), so that only the relay's
 # own stall detection can end the job; ring_stall SIGSTOPs the relay node under a
 # job whose opposite nodes exchange through it and expects sparkrun's abort lines naming it.
+# line: multi-hop relays (rank 0 reaches rank 4 through 1, 2 and 3): the map, the collectives
+# job under a pinned --fabric map, then a flood 0 -> 4 with the middle relay (2) SIGSTOPped:
+# relay 1's record names it.
 # Exit 77 (skip) without root/iproute2. Everything is removed on exit.
 set -u
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
@@ -21,8 +24,9 @@ if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
 fi
 shape=$1 sparkrun=$2 discover=$3 examples=${4:-} job=${5:-}
 case $shape in triangle) n=3; cables="0-1 1-2 2-0" ;; ring|ring_stall|ring_relay_stall) n=4; cables="0-1 1-2 2-3 3-0" ;;
+  line) n=5; cables="0-1 1-2 2-3 3-4" ;;
   *) echo "bad shape $shape"; exit 2 ;; esac
-case $shape in ring_stall|ring_relay_stall)
+case $shape in ring_stall|ring_relay_stall|line)
   [ -x "$job" ] || { echo "SKIP: fabric_job not built"; exit 77; } ;; esac
 pfx="fb$$"
 s=$(( $$ % 200 + 20 ))
@@ -86,24 +90,15 @@ sr=("$sparkrun" "${opts[@]}")
 fr=("$sparkrun" fabric "${opts[@]}")  # `sparkrun fabric` runs $discover through sparkrun
 export SPARK_FABRIC_DISCOVER=$discover
 
-if [ "$shape" = ring_stall ] || [ "$shape" = ring_relay_stall ]; then
-  # ring_stall: ranks 0 and 2 (opposite) ping-pong through rank 1's relay; stop rank 1.
-  # ring_relay_stall: rank 0 floods rank 2 through rank 1's relay; stop rank 2. Socket buffers
-  # of the relay's and rank 2's namespaces are small, so the relay is left holding bytes.
-  mode=pingpong vns=1
-  if [ "$shape" = ring_relay_stall ]; then
-    mode=flood vns=2
-    for i in 1 2; do
-      ip netns exec "$pfx$i" sysctl -q -w net.ipv4.tcp_rmem="4096 16384 32768" \
-        net.ipv4.tcp_wmem="4096 16384 32768" || fail "cannot shrink socket buffers"
-    done
-  fi
-  "${sr[@]}" -x SPARK_TRANSPORT=tcp -x SPARKNET_ROCE_TIMEOUT_MS=1500 --kill-grace 1 "$job" $mode \
-    >"$out/s" 2>&1 &
-  sr_pid=$!
+# Starts `fabric_job MODE` (extra sparkrun options after MODE), waits until it runs, SIGSTOPs
+# the fabric_job in namespace VNS and expects the job to end by itself, non-zero.
+stall_job() {
+  local mode=$1 vns=$2; shift 2
+  "${sr[@]}" -x SPARK_TRANSPORT=tcp -x SPARKNET_ROCE_TIMEOUT_MS=1500 --kill-grace 1 "$@" \
+    "$job" "$mode" >"$out/s" 2>&1 &
+  local sr_pid=$! victim="" pid
   for _ in $(seq 300); do grep -q "$mode running" "$out/s" && break; sleep 0.1; done
   grep -q "$mode running" "$out/s" || { kill "$sr_pid"; wait "$sr_pid"; fail "$mode never started"; }
-  victim=""
   for pid in $(ip netns pids "$pfx$vns"); do
     [ "$(cat /proc/$pid/comm 2>/dev/null)" = fabric_job ] && victim=$pid
   done
@@ -111,13 +106,56 @@ if [ "$shape" = ring_stall ] || [ "$shape" = ring_relay_stall ]; then
   kill -STOP "$victim"
   # The job must end by itself (bounded: timeout 1.5 s, kill grace 1 s).
   for _ in $(seq 300); do kill -0 "$sr_pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$sr_pid" 2>/dev/null; then kill -CONT "$victim"; kill "$sr_pid"; fail "job did not end after the relay stopped"; fi
+  if kill -0 "$sr_pid" 2>/dev/null; then kill -CONT "$victim"; kill "$sr_pid"; fail "job did not end after rank $vns stopped"; fi
   wait "$sr_pid"
   rc=$?
-  [ $rc -ne 0 ] || fail "job exited 0 after its relay stopped"
+  [ $rc -ne 0 ] || fail "job exited 0 after rank $vns stopped"
+}
+small_buffers() {
+  for i in "$@"; do
+    ip netns exec "$pfx$i" sysctl -q -w net.ipv4.tcp_rmem="4096 16384 32768" \
+      net.ipv4.tcp_wmem="4096 16384 32768" || fail "cannot shrink socket buffers"
+  done
+}
+
+if [ "$shape" = line ]; then
+  "${fr[@]}" --write "$out/pin.json" >"$out/o" 2>"$out/e" || fail "discover rc $?"
+  expect "${pfx}0 -> ${pfx}1: direct to1(" "$out/o"
+  expect "${pfx}0 -> ${pfx}2: relay via ${pfx}1 (2 hops)" "$out/o"
+  expect "${pfx}0 -> ${pfx}4: relay via ${pfx}1 (4 hops)" "$out/o"
+  expect "${pfx}4 -> ${pfx}0: relay via ${pfx}3 (4 hops)" "$out/o"
+  # A pinned map with relays is accepted, and the job runs over multi-hop relays: every
+  # collective checked on every rank (no cycle: the direct algorithms through relays).
+  "${sr[@]}" --fabric "$out/pin.json" -x SPARK_TRANSPORT=tcp "$job" check >"$out/j" 2>&1 ||
+    fail "fabric_job check over the line, pinned: rc $?"
+  [ "$(grep -c "fabric_job: rank [0-9]* ok" "$out/j")" = "$n" ] || fail "not every rank checked ok"
+  grep "allreduce.*ms\|without the ring" "$out/j"
+  # Rank 0 floods rank 4 (both ends' timeouts raised); the middle relay (rank 2) stops. Relay
+  # 1 is left holding bytes (small socket buffers in its and rank 2's namespaces) and its
+  # record names the stopped relay: rank, host and the lane toward it.
+  small_buffers 1 2
+  stall_job flood 2 -x FABRIC_JOB_PEER=4
+  expect "sparkrun: rank 1 aborted: rank 1: relay seq [1-9][0-9]* step 0: no data from rank 4 on lane tcp:via r2/to2 after [0-9]* ms (timeout 1500 ms) .relay on ${pfx}1 for rank 0 -> rank 4 stalled: next relay rank 2 on ${pfx}2 takes no data" "$out/s"
+  grep "^sparkrun: rank" "$out/s"
+  echo "PASS line (rc $rc)"
+  exit 0
+fi
+
+if [ "$shape" = ring_stall ] || [ "$shape" = ring_relay_stall ]; then
+  # ring_stall: ranks 0 and 2 (opposite) ping-pong through rank 1's relay; stop rank 1.
+  # ring_relay_stall: rank 0 floods rank 2 through rank 1's relay; stop rank 2. Socket buffers
+  # of the relay's and rank 2's namespaces are small, so the relay is left holding bytes.
+  if [ "$shape" = ring_relay_stall ]; then
+    small_buffers 1 2
+    stall_job flood 2
+  else
+    stall_job pingpong 1
+  fi
   if [ "$shape" = ring_stall ]; then
-    # Records of the ranks that waited through the relay name it (host and rank) and its lane.
-    expect "sparkrun: rank [02] aborted: rank [02]: .* no data from rank [02] on lane tcp:via ${pfx}1(rank 1)/to1 after" "$out/s"
+    # Records of the ranks that waited through the relay name its rank and their lane toward
+    # it ("tcp:via r1/to1": always fits the record's lane field); the relaying host goes into
+    # the record's detail when the wait point passes the transport's lane_detail on.
+    expect "sparkrun: rank [02] aborted: rank [02]: .* no data from rank [02] on lane tcp:via r1/to1 after [0-9]* ms (timeout 1500 ms)\( \[relayed by rank 1 on host ${pfx}1\]\)\?\$" "$out/s"
   else
     # The relay's own record: relaying rank and host, its lane toward rank 2, the sequence.
     expect "sparkrun: rank 1 aborted: rank 1: relay seq [1-9][0-9]* step 0: no data from rank 2 on lane tcp:to2 after [0-9]* ms (timeout 1500 ms) .relay on ${pfx}1 for rank 0 -> rank 2 stalled" "$out/s"

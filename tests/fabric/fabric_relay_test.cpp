@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -210,4 +211,29 @@ TEST(RelayPath, SixRingChainsTwoRelays) {
   EXPECT_EQ(relay_path(f, 3, 0), (std::vector<int>{2, 1}));
   EXPECT_EQ(relay_path(f, 0, 3), (std::vector<int>{1, 2}));
   EXPECT_EQ(relay_path(f, 5, 1), std::vector<int>{0});
+}
+
+// FailureRecord::lane holds 31 characters: a relayed lane is named compactly (relaying rank
+// and this node's lane, both in full even at their longest) and the relaying host, however
+// long, goes into the detail, so the one-line report names all three.
+TEST(RelayRecord, LongHostNamesStayWholeInTheDetailAndTheLaneFits) {
+  const std::string lane = "enP2p1s0f1np1xy";  // 15 characters: the longest interface name
+  const std::string name = relayed_lane_name(999999, lane);
+  EXPECT_EQ(name, "tcp:via r999999/" + lane);
+  FailureRecord r;
+  EXPECT_LE(name.size(), sizeof r.lane - 1);
+  const std::string host = "spark-rack-07-node-13.cluster.example.internal";
+  const std::string detail = relayed_lane_detail(host, 1);
+  EXPECT_EQ(detail, "relayed by rank 1 on host " + host);
+  r.rank = 0;
+  r.peer = 2;
+  r.seq = 7;
+  r.waited_ms = r.timeout_ms = 1500;
+  std::snprintf(r.op, sizeof r.op, "recv");
+  std::snprintf(r.lane, sizeof r.lane, "%s", relayed_lane_name(1, "to1").c_str());
+  std::snprintf(r.detail, sizeof r.detail, "%s", detail.c_str());
+  EXPECT_EQ(to_string(r),
+            "rank 0: recv seq 7 step 0: no data from rank 2 on lane tcp:via r1/to1 after 1500 ms "
+            "(timeout 1500 ms) [relayed by rank 1 on host " +
+                host + "]");
 }

@@ -98,6 +98,9 @@ class Transport {
   virtual std::size_t slot_bytes() const noexcept = 0;
   /// Lane name of the next message to (send) or from (recv) `peer`, e.g. "tcp:1", "shm".
   virtual std::string lane_name(int peer, WaitKind kind) const = 0;
+  /// What the short lane name cannot hold, for the record's detail (e.g. the relaying host of
+  /// a relayed tcp lane); "" when the name says it all.
+  virtual std::string lane_detail(int /*peer*/, WaitKind /*kind*/) const { return {}; }
 
   // --- sending: a one-sided write into the peer's mailbox -----------------------------------
   /// True when the next slot of the peer's mailbox is free (a credit is available).

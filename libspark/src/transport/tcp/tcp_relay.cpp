@@ -29,6 +29,8 @@ struct Dir {
   int from = -1, to = -1;
   int from_rank = -1, to_rank = -1;
   const std::string* lane = nullptr;  // this node's lane toward `to`
+  int next = -1;                      // the next relay toward `to_rank` (-1: `to` is it)
+  const std::string* next_host = nullptr;
   std::unique_ptr<std::byte[]> buf;
   std::size_t cap = 0, head = 0, tail = 0;
   bool eof = false;           // `from` finished (FIN, reset or error)
@@ -112,7 +114,9 @@ void TcpRelay::run() noexcept {
     Dir& ab = dirs[2 * i];
     Dir& ba = dirs[2 * i + 1];
     ab.from = p.a_fd, ab.to = p.b_fd, ab.from_rank = p.src, ab.to_rank = p.dst, ab.lane = &p.b_lane;
+    ab.next = p.b_next, ab.next_host = &p.b_next_host;
     ba.from = p.b_fd, ba.to = p.a_fd, ba.from_rank = p.dst, ba.to_rank = p.src, ba.lane = &p.a_lane;
+    ba.next = p.a_next, ba.next_host = &p.a_next_host;
     for (Dir* d : {&ab, &ba}) {
       d->cap = buffer_bytes_;  // allocated on first data: idle pairs cost no memory
       d->since = start;
@@ -222,10 +226,13 @@ void TcpRelay::run() noexcept {
                                .count();
         copy_field(rec.lane, sizeof rec.lane, *d.lane);
         copy_field(rec.op, sizeof rec.op, "relay");
+        // The stalled side: the destination, or (multi-hop) the next relay toward it.
+        const std::string taker =
+            d.next >= 0 ? "next relay rank " + std::to_string(d.next) + " on " + *d.next_host
+                        : "rank " + std::to_string(d.to_rank);
         copy_field(rec.detail, sizeof rec.detail,
                    "relay on " + host_ + " for rank " + std::to_string(d.from_rank) + " -> rank " +
-                       std::to_string(d.to_rank) + " stalled: rank " + std::to_string(d.to_rank) +
-                       " takes no data");
+                       std::to_string(d.to_rank) + " stalled: " + taker + " takes no data");
         if (on_failure_) {
           try {
             on_failure_(rec);

@@ -31,7 +31,13 @@ struct RelayPipe {
   int src = -1;        ///< rank on the a side
   int dst = -1;        ///< rank on the b side
   std::string a_lane;  ///< this node's lane toward src's side (for records), e.g. "tcp:to0"
-  std::string b_lane;  ///< this node's lane toward dst's side, e.g. "tcp:to2"
+  std::string b_lane;  ///< this node's lane toward dst's side, e.g. "tcp:to2", "tcp:via r2/to2"
+  // Multi-hop routes: the next relay toward dst (b side) and toward src (a side), -1 when the
+  // socket reaches the rank itself; hosts for the record's detail (lane names are short).
+  int b_next = -1;
+  std::string b_next_host;
+  int a_next = -1;
+  std::string a_next_host;
 };
 
 class TcpRelay {

@@ -176,13 +176,14 @@ std::string TcpTransport::endpoint() const {
   return s + ";" + std::to_string(port_);
 }
 
-void TcpTransport::setup_conn(Conn& c, int fd, int lane, std::string name) {
+void TcpTransport::setup_conn(Conn& c, int fd, int lane, std::string name, std::string via) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   set_nonblocking(fd, true);
   c.fd = fd;
   c.lane = lane;
   c.name = std::move(name);
+  c.via = std::move(via);
   // Allocated and touched once: fresh pages cost ~12 us per 4 KiB, far too much per call.
   std::size_t rx = opt_.slots * (kSlotHeader + opt_.slot_bytes);
   c.rx_slots = std::make_unique<std::byte[]>(rx);
@@ -191,6 +192,14 @@ void TcpTransport::setup_conn(Conn& c, int fd, int lane, std::string name) {
   std::memset(c.tx_slots.get(), 0, opt_.slots * opt_.slot_bytes);
   c.credits = static_cast<std::uint32_t>(opt_.slots);
   all_.push_back(&c);
+}
+
+std::string relayed_lane_name(int relay_rank, const std::string& lane) {
+  return "tcp:via r" + std::to_string(relay_rank) + "/" + lane;
+}
+
+std::string relayed_lane_detail(const std::string& relay_host, int relay_rank) {
+  return "relayed by rank " + std::to_string(relay_rank) + " on host " + relay_host;
 }
 
 std::vector<int> relay_path(const TcpFabric& f, int src, int dst) {
@@ -208,8 +217,8 @@ std::vector<int> relay_path(const TcpFabric& f, int src, int dst) {
 
 namespace {
 
-// Lane names in records: "tcp:to1" (direct), "tcp:via n1(rank 1)/to1" (through a relay; the
-// lane is this node's lane toward the relaying node).
+// Lane names in records: "tcp:to1" (direct), "tcp:via r1/to1" (through rank 1's relay; the
+// lane is this node's lane toward the relaying node, whose host goes into hop_detail).
 std::string hop_name(const TcpFabric& f, int me_node, int next_rank, bool relayed, int l) {
   const int next = f.node_of[static_cast<std::size_t>(next_rank)];
   const auto& r = f.map.route(me_node, next);
@@ -217,8 +226,13 @@ std::string hop_name(const TcpFabric& f, int me_node, int next_rank, bool relaye
   const std::string& lane =
       f.lanes[static_cast<std::size_t>(me_node)][static_cast<std::size_t>(pair.local)].name;
   if (!relayed) return "tcp:" + lane;
-  return "tcp:via " + f.hosts[static_cast<std::size_t>(next)] + "(rank " +
-         std::to_string(next_rank) + ")/" + lane;
+  return relayed_lane_name(next_rank, lane);
+}
+
+std::string hop_detail(const TcpFabric& f, int next_rank, bool relayed) {
+  if (!relayed) return {};
+  return relayed_lane_detail(
+      f.hosts[static_cast<std::size_t>(f.node_of[static_cast<std::size_t>(next_rank)])], next_rank);
 }
 
 }  // namespace
@@ -280,6 +294,12 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
     if (path.empty()) return hop_name(*f, me_node, q, false, l);
     return hop_name(*f, me_node, q < rank_ ? path.front() : path.back(), true, l);
   };
+  auto conn_via = [&](int q) -> std::string {
+    if (!mapped(q)) return {};
+    auto path = q < rank_ ? relay_path(*f, rank_, q) : relay_path(*f, q, rank_);
+    if (path.empty()) return {};
+    return hop_detail(*f, q < rank_ ? path.front() : path.back(), true);
+  };
   for (int q : peer_ranks_) {
     peers_[static_cast<std::size_t>(q)] = std::make_unique<Peer>();
     peers_[static_cast<std::size_t>(q)]->lanes.resize(conns_for(q));
@@ -305,7 +325,7 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
     if (mapped(q)) {
       for (std::size_t l = 0; l < peer(q).lanes.size(); ++l) {
         auto [fd, name] = open_hop(*f, rank_, q, static_cast<int>(l), deadline);
-        setup_conn(peer(q).lanes[l], fd, static_cast<int>(l), std::move(name));
+        setup_conn(peer(q).lanes[l], fd, static_cast<int>(l), std::move(name), conn_via(q));
       }
       continue;
     }
@@ -412,6 +432,21 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
         auto [out, name] = open_hop(*f, h.rank, h.dst, h.lane, deadline);
         p.b_fd = out;
         p.b_lane = std::move(name);
+        // The next hop when it is another relay (multi-hop routes): its host for the record.
+        const auto path = relay_path(*f, h.rank, h.dst);
+        const auto me_at = std::find(path.begin(), path.end(), rank_);
+        if (me_at != path.end() && me_at + 1 != path.end()) {
+          p.b_next = *(me_at + 1);
+          p.b_next_host =
+              f->hosts[static_cast<std::size_t>(f->node_of[static_cast<std::size_t>(p.b_next)])];
+        }
+        if (me_at != path.end() && me_at != path.begin()) {
+          p.a_next = *(me_at - 1);
+          p.a_next_host =
+              f->hosts[static_cast<std::size_t>(f->node_of[static_cast<std::size_t>(p.a_next)])];
+          if (p.a_lane.rfind("tcp:", 0) == 0)
+            p.a_lane = relayed_lane_name(p.a_next, p.a_lane.substr(4));
+        }
       } catch (...) {
         ::close(fd);
         close_pipes();
@@ -429,7 +464,7 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
       continue;
     }
     setup_conn(peer(h.rank).lanes[static_cast<std::size_t>(h.lane)], fd, h.lane,
-               conn_name(h.rank, h.lane));
+               conn_name(h.rank, h.lane), conn_via(h.rank));
     --expected;
   }
   ::close(listen_fd_);
@@ -445,6 +480,12 @@ std::string TcpTransport::lane_name(int q, WaitKind kind) const {
   const std::uint64_t i = (kind == WaitKind::data ? p.rx_count : p.tx_count) % p.lanes.size();
   const Conn& c = p.lanes[static_cast<std::size_t>(i)];
   return c.name.empty() ? "tcp:" + std::to_string(i) : c.name;
+}
+
+std::string TcpTransport::lane_detail(int q, WaitKind kind) const {
+  const Peer& p = *peers_[static_cast<std::size_t>(q)];
+  const std::uint64_t i = (kind == WaitKind::data ? p.rx_count : p.tx_count) % p.lanes.size();
+  return p.lanes[static_cast<std::size_t>(i)].via;
 }
 
 void TcpTransport::mark_closed(Conn& c, const std::string& why) {
@@ -639,7 +680,8 @@ PeerState TcpTransport::peer_state(int q, std::string* detail) {
     if (!c.closed) continue;
     if (detail != nullptr)
       *detail = c.why + " (rank " + std::to_string(q) + ", lane " +
-                (c.name.empty() ? "tcp:" + std::to_string(c.lane) : c.name) + ")";
+                (c.name.empty() ? "tcp:" + std::to_string(c.lane) : c.name) +
+                (c.via.empty() ? "" : ", " + c.via) + ")";
     return PeerState::closed;
   }
   return PeerState::ok;

@@ -46,6 +46,12 @@ struct TcpFabric {
   std::vector<int> ports;                        ///< rank -> tcp listening port (0: none)
 };
 
+/// Record texts of a relayed lane (FailureRecord::lane holds 31 characters): the compact lane
+/// name "tcp:via r<R>/<LANE>" (rank and this node's lane toward the relay always fit: interface
+/// names have at most 15 characters) and the detail naming the relaying host in full.
+std::string relayed_lane_name(int relay_rank, const std::string& lane);
+std::string relayed_lane_detail(const std::string& relay_host, int relay_rank);
+
 /// Ranks whose relays a connection from `src` to `dst` passes through, in order (empty when
 /// their nodes share a lane or are one node). Pure; used by both ends and by tests.
 std::vector<int> relay_path(const TcpFabric& fabric, int src, int dst);
@@ -85,6 +91,7 @@ class TcpTransport final : public Transport {
   std::string_view name() const noexcept override { return "tcp"; }
   std::size_t slot_bytes() const noexcept override { return opt_.slot_bytes; }
   std::string lane_name(int peer, WaitKind kind) const override;
+  std::string lane_detail(int peer, WaitKind kind) const override;
   bool can_send(int peer) override;
   void send(int peer, const MsgHeader& header, const void* data) override;
   bool send_idle(int peer) override;
@@ -105,6 +112,7 @@ class TcpTransport final : public Transport {
     int fd = -1;
     int lane = 0;
     std::string name;  ///< lane name in records ("" = "tcp:<lane>")
+    std::string via;   ///< relayed: "relayed by rank R on host H" (the record's detail)
     // receive side: mailbox of `slots` slots
     std::unique_ptr<std::byte[]> rx_slots;
     std::uint64_t rx_filled = 0, rx_consumed = 0;
@@ -128,7 +136,7 @@ class TcpTransport final : public Transport {
   void read_some(Conn& c);
   void owe_credits(Conn& c, bool all);
   void mark_closed(Conn& c, const std::string& why);
-  void setup_conn(Conn& c, int fd, int lane, std::string name = {});
+  void setup_conn(Conn& c, int fd, int lane, std::string name = {}, std::string via = {});
   /// Opens connection `l` from this node toward rank `dst` on behalf of rank `src` (this rank,
   /// or the rank a relay forwards for): direct over the serving lane pair, or to the relay
   /// the map names. Returns the fd (hello sent) and the lane name; throws on failure.

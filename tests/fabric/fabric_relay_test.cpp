@@ -98,7 +98,12 @@ TEST(Relay, ForwardsBothWaysAndEndsWhenBothSidesClose) {
   EXPECT_EQ(calls, 0);
 }
 
-TEST(Relay, StalledDestinationIsReportedOnceWithRelayLaneAndSeqAfterTheCurrentTimeout) {
+namespace {
+// Rank 0 sends data frames (seq 41, 42, ...) through relay rank 1 on host n1 toward `dst_rank`;
+// the far side never reads. Returns what the relay reported (after a pause that would show a
+// second report).
+std::vector<FailureRecord> stall_records(int dst_rank, std::string b_lane, int b_next,
+                                         std::string b_next_host) {
   Pair src, dst;
   int small = 16 * 1024;
   for (int f : {src.fd[0], src.fd[1], dst.fd[0], dst.fd[1]}) {
@@ -107,7 +112,11 @@ TEST(Relay, StalledDestinationIsReportedOnceWithRelayLaneAndSeqAfterTheCurrentTi
   }
   std::mutex mu;
   std::vector<FailureRecord> got;
-  std::vector<RelayPipe> pipes{{src.take(1), dst.take(1), 0, 2, "tcp:to0", "tcp:to2"}};
+  RelayPipe pipe{src.take(1), dst.take(1), 0, dst_rank, "tcp:to0", std::move(b_lane)};
+  pipe.b_next = b_next;
+  pipe.b_next_host = std::move(b_next_host);
+  std::vector<RelayPipe> pipes;
+  pipes.push_back(std::move(pipe));
   // Created with 60 s, then the communicator's timeout (the source) says 300 ms: the relay
   // follows set_timeout_ms.
   auto relay = std::make_unique<TcpRelay>(
@@ -145,7 +154,14 @@ TEST(Relay, StalledDestinationIsReportedOnceWithRelayLaneAndSeqAfterTheCurrentTi
     if (!got.empty()) break;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(700));  // a second stall is not reported
+  EXPECT_TRUE(relay->failed());
   std::lock_guard lock(mu);
+  return got;
+}
+}  // namespace
+
+TEST(Relay, StalledDestinationIsReportedOnceWithRelayLaneAndSeqAfterTheCurrentTimeout) {
+  const auto got = stall_records(2, "tcp:to2", -1, "");
   ASSERT_EQ(got.size(), 1u) << "a stalled relay reports exactly once";
   const FailureRecord& r = got[0];
   EXPECT_EQ(r.rank, 1);
@@ -156,8 +172,24 @@ TEST(Relay, StalledDestinationIsReportedOnceWithRelayLaneAndSeqAfterTheCurrentTi
   const std::string line = to_string(r);
   EXPECT_NE(line.find("rank 1: relay seq "), std::string::npos) << line;
   EXPECT_NE(line.find("on lane tcp:to2"), std::string::npos) << line;
-  EXPECT_NE(line.find("relay on n1 for rank 0 -> rank 2 stalled"), std::string::npos) << line;
-  EXPECT_TRUE(relay->failed());
+  EXPECT_NE(line.find("relay on n1 for rank 0 -> rank 2 stalled: rank 2 takes no data"),
+            std::string::npos)
+      << line;
+}
+
+// Multi-hop (a line 0-1-2-3-4): relay 1's next hop toward rank 4 is relay 2, which the
+// record names (rank and host; the lane is the compact relayed name).
+TEST(Relay, StalledNextRelayIsNamedWithItsHost) {
+  const auto got = stall_records(4, relayed_lane_name(2, "to2"), 2, "n2-with-a-long-host-name");
+  ASSERT_EQ(got.size(), 1u);
+  const std::string line = to_string(got[0]);
+  EXPECT_EQ(got[0].peer, 4);
+  EXPECT_NE(line.find("no data from rank 4 on lane tcp:via r2/to2 after"), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("[relay on n1 for rank 0 -> rank 4 stalled: next relay rank 2 on "
+                      "n2-with-a-long-host-name takes no data]"),
+            std::string::npos)
+      << line;
 }
 
 TEST(Relay, DestructionIsBoundedWhenTheEndsLinger) {
@@ -173,10 +205,11 @@ TEST(Relay, DestructionIsBoundedWhenTheEndsLinger) {
 }
 
 namespace {
-// A ring of n nodes, one rank each, node i cabled to i+1 (mod n).
-TcpFabric ring_fabric(int n) {
+// A ring of n nodes, one rank each, node i cabled to i+1 (mod n); `closed` false: a line
+// (no cable between the last node and node 0).
+TcpFabric ring_fabric(int n, bool closed = true) {
   std::vector<std::vector<fabric::Lane>> lanes(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < (closed ? n : n - 1); ++i) {
     // cable k = (i, i+1): 10.7.k.1 on i ("p0"), 10.7.k.2 on i+1 ("p1")
     auto ip = [](int k, int host) {
       return (10u << 24) | (7u << 16) | (static_cast<std::uint32_t>(k) << 8) |
@@ -236,4 +269,12 @@ TEST(RelayRecord, LongHostNamesStayWholeInTheDetailAndTheLaneFits) {
             "rank 0: recv seq 7 step 0: no data from rank 2 on lane tcp:via r1/to1 after 1500 ms "
             "(timeout 1500 ms) [relayed by rank 1 on host " +
                 host + "]");
+}
+
+TEST(RelayPath, LineChainsEveryRelayBetweenTheEnds) {
+  auto f = ring_fabric(5, false);
+  EXPECT_EQ(relay_path(f, 0, 4), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(relay_path(f, 4, 0), (std::vector<int>{3, 2, 1}));
+  EXPECT_EQ(relay_path(f, 1, 3), std::vector<int>{2});
+  EXPECT_TRUE(relay_path(f, 3, 4).empty());
 }

@@ -96,6 +96,9 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 SwitchType=switch/none
 SchedulerType=sched/builtin
+# Batch jobs are scheduled at slurmctld's next background pass (~1 s) instead of up to 3 s
+# later (the default batch_sched_delay): each sbatch test waited for it.
+SchedulerParameters=batch_sched_delay=0
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none

@@ -108,6 +108,45 @@ class SlurmJob : public ::testing::Test {
     return r;
   }
 
+  // `sbatch --wait ARGS`, without its cost: sbatch --wait asks slurmctld about the job every
+  // 2 s (SLURM 22.05), so every batch test took 2-4 s. This submits with --parsable and
+  // polls `scontrol -o show job` every 0.1 s (bounded: 100 s) until the job has ended
+  // (COMPLETING is not yet the end: the node still cleans up). Like sbatch --wait --parsable:
+  // status is the job's exit code (128 + signal), out the job id line, err sbatch's stderr.
+  // No -Q in ARGS: sbatch -Q --parsable prints no job id.
+  Result sbatch_wait(const std::string& args, const std::string& prefix = "") {
+    const auto t0 = std::chrono::steady_clock::now();
+    Result sub = sh(prefix + "sbatch --parsable " + args);
+    if (sub.status != 0) return sub;
+    const std::string id = sub.out.substr(0, sub.out.find_first_of(";\n"));
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) {
+      sub.status = -1;
+      sub.err += "sbatch_wait: no job id from sbatch --parsable\n";
+      return sub;
+    }
+    const std::regex state_re("JobState=([A-Z_]+)"), exit_re("ExitCode=([0-9]+):([0-9]+)");
+    for (int i = 0; i < 1000; ++i) {
+      const Result show = sh("scontrol -o show job " + id);
+      std::smatch state, code;
+      if (show.status == 0 && std::regex_search(show.out, state, state_re) &&
+          std::regex_search(show.out, code, exit_re)) {
+        const std::string st = state[1].str();
+        if (st != "PENDING" && st != "CONFIGURING" && st != "RUNNING" && st != "COMPLETING" &&
+            st != "SUSPENDED" && st != "REQUEUED" && st != "RESIZING") {
+          const int signal = std::stoi(code[2].str());
+          sub.status = signal != 0 ? 128 + signal : std::stoi(code[1].str());
+          sub.seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          return sub;
+        }
+      }
+      usleep(100 * 1000);
+    }
+    sub.status = -1;
+    sub.err += "sbatch_wait: job " + id + " did not end within 100 s\n";
+    return sub;
+  }
+
   static std::string quote(const std::string& s) { return "\"" + s + "\""; }
 
   fs::path dir_;
@@ -141,8 +180,8 @@ TEST_F(SlurmJob, SallocAllocationIsReadAsSlurmSetsIt) {
 }
 
 TEST_F(SlurmJob, SbatchAllocationIsReadInsideTheBatchScript) {
-  const Result r = sh(std::string("sbatch --wait -Q -n 2 --output=probe.out --wrap ") +
-                      quote(SPARK_ALLOCATION_PROBE));
+  const Result r =
+      sbatch_wait(std::string("-n 2 --output=probe.out --wrap ") + quote(SPARK_ALLOCATION_PROBE));
   ASSERT_EQ(r.status, 0) << describe(r);
   const std::string out = slurp(dir_ / "probe.out");
   EXPECT_NE(out.find("nodes=" + short_hostname() + ":2\n"), std::string::npos) << out;
@@ -284,7 +323,7 @@ TEST_F(SparkrunInAllocation, SallocAbortWhileOthersWaitInAFenceEndsTheJob) {
 TEST_F(SparkrunInAllocation, SbatchScriptRunsSparkrunOnTheBatchNode) {
   std::ofstream(dir_ / "job.sh") << "#!/bin/sh\n#SBATCH --ntasks=3\n"
                                  << SPARK_SPARKRUN << " --tag-output " << SPARK_PMIX_PROBE << "\n";
-  const Result r = sh("sbatch --wait -Q --output=job.out job.sh");
+  const Result r = sbatch_wait("--output=job.out job.sh");
   const std::string out = slurp(dir_ / "job.out");
   ASSERT_EQ(r.status, 0) << describe(r) << "--- job.out:\n" << out;
   EXPECT_EQ(lines_with(out, " of 3: ok sum 6").size(), 3u) << out;
@@ -296,9 +335,9 @@ TEST_F(SparkrunInAllocation, SbatchFailStopRecordIsInTheJobOutputAndTheJobFails)
                                   << "export SPARKNET_ROCE_TIMEOUT_MS=1000\n"
                                   << SPARK_SPARKRUN << " " << SPARK_LIBSPARK_APP
                                   << " --stop-rank 2\n";
-  const Result r = sh("sbatch --wait -Q --parsable --output=fail.out fail.sh");
+  const Result r = sbatch_wait("--output=fail.out fail.sh");
   const std::string out = slurp(dir_ / "fail.out");
-  EXPECT_EQ(r.status, 1) << "sbatch --wait gives the job's exit code: " << describe(r) << out;
+  EXPECT_EQ(r.status, 1) << "the job's exit code: " << describe(r) << out;
   const auto records = lines_with(out, "no data from rank 2");
   ASSERT_GE(records.size(), 1u) << out;
   EXPECT_EQ(records.front().rfind("sparkrun: rank ", 0), 0u) << records.front();
@@ -329,7 +368,7 @@ TEST_F(SparkrunInAllocation, DocsSbatchExampleRuns) {
   // As a user would have it: sparkrun and the program on PATH.
   const std::string path = fs::path(SPARK_SPARKRUN).parent_path().string() + ":" +
                            fs::path(SPARK_SHARDED_INFER).parent_path().string() + ":$PATH";
-  const Result r = sh("PATH=" + path + " sbatch --wait --parsable sharded-infer.sbatch");
+  const Result r = sbatch_wait("sharded-infer.sbatch", "PATH=" + path + " ");
   const std::string job_id = r.out.substr(0, r.out.find_first_of(";\n"));
   const std::string out = slurp(dir_ / ("sharded-infer-" + job_id + ".out"));
   ASSERT_EQ(r.status, 0) << describe(r) << "--- job output:\n" << out;
@@ -483,7 +522,7 @@ TEST_F(SparkrunMultiNode, SbatchTwoNodeScript) {
       << "#SBATCH --ntasks-per-node=1\n"
       << sparkrun(false) << "--tag-output " << SPARK_LIBSPARK_APP << "\n"
       << "echo sparkrun exit $?\n";
-  const Result r = job("sbatch --wait -Q --output=multi.out multi.sh");
+  const Result r = sbatch_wait("--output=multi.out multi.sh", "export " + mark_ + "; ");
   const std::string out = slurp(dir_ / "multi.out");
   ASSERT_EQ(r.status, 0) << describe(r) << "--- multi.out:\n" << out;
   EXPECT_EQ(lines_with(out,

@@ -799,7 +799,8 @@ TEST_F(DoctorMultiNode, SilentRankOnTheOtherNodeIsNamedAndTheTableIsBounded) {
 }
 
 // scancel of a salloc job whose sparkrun runs in salloc's shell (outside the nodes): sparkrun
-// gets SIGTERM, stops every node (daemons and ranks) and exits 128+15, which salloc returns.
+// gets SIGTERM, stops every node (daemons and ranks) and exits 128+15, which salloc returns;
+// nothing of the job is left on any node.
 TEST_F(SparkrunMultiNode, ScancelOfSallocEndsSparkrunWith143AndNothingLeft) {
   const std::string name = "spark-scancel-" + std::to_string(getpid());
   const fs::path out = dir_ / "salloc.out", err = dir_ / "salloc.err", rc = dir_ / "salloc.rc";
@@ -827,8 +828,14 @@ TEST_F(SparkrunMultiNode, ScancelOfSallocEndsSparkrunWith143AndNothingLeft) {
   }
   const std::string e = slurp(err);
   ASSERT_FALSE(status.empty()) << "salloc did not end after scancel:\n" << e;
-  EXPECT_EQ(status, "143\n") << "sparkrun's status after SIGTERM (128+15):\n" << e;
-  EXPECT_GE(lines_with(e, "sparkrun: got signal 15 (SIGTERM").size(), 1u) << e;
+  // salloc SIGTERMs sparkrun (143, every run so far); should the cancelled daemon steps end
+  // first under load, sparkrun ends the job for the lost daemon (1). Either names its cause.
+  if (status == "1\n") {
+    EXPECT_GE(lines_with(e, "lost the node daemon").size(), 1u) << e;
+  } else {
+    EXPECT_EQ(status, "143\n") << "sparkrun's status after SIGTERM (128+15):\n" << e;
+    EXPECT_GE(lines_with(e, "sparkrun: got signal 15 (SIGTERM").size(), 1u) << e;
+  }
   const auto left = leftovers(30);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(left.empty()) << "left after scancel:\n" << join(left) << e;

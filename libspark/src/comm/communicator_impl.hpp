@@ -26,7 +26,7 @@ struct CommOptions {
   std::uint32_t timeout_ms = 10000;          ///< SPARKNET_ROCE_TIMEOUT_MS
   std::uint32_t barrier_timeout_ms = 600000; ///< SPARK_BARRIER_TIMEOUT_MS
   std::uint32_t join_timeout_ms = 60000;     ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
-  std::uint32_t spin_us = 50;                ///< SPARK_SPIN_US
+  std::uint32_t spin_us = 5;                 ///< SPARK_SPIN_US
   config::Transport transport = config::Transport::auto_select;
   int tcp_lanes = 2;
   std::optional<std::string> tcp_addr;

@@ -12,6 +12,15 @@
 #include "comm/communicator_impl.hpp"
 #include "spark/error.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SPARK_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define SPARK_CPU_RELAX() asm volatile("yield" ::: "memory")
+#else
+#define SPARK_CPU_RELAX() ((void)0)
+#endif
+
 namespace spark {
 
 using transport::WaitKind;
@@ -47,13 +56,14 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start);
     const auto limit = std::chrono::microseconds(std::uint64_t{timeout} * 1000);
     if (now < spin_until && waited < limit) {
-      // Yield between polls from the first one on, never spin hot: when the CPUs are shared
-      // (2 cores, other jobs, more ranks than cores) the peer we wait for is often waiting for
-      // this very CPU, and every microsecond spun hot delays its answer. Measured on the loaded
-      // 2-core VM (1 KiB allreduce, 2 ranks shm): 64 hot polls first ~7-10 us, a 2 us hot phase
-      // ~7-8 us, a 20 us one ~50-60 us, yielding at once ~3.4-6 us (docs/collectives.md).
-      // With no other runnable task, sched_yield returns at once: a poll every few hundred ns.
-      sched_yield();
+      // Poll hot for SPARK_SPIN_US (default 5 us: a running peer answers a small message
+      // within that), then block: never sched_yield(). On shared CPUs a yield hands the CPU
+      // to whatever else is runnable (a compiler) for its whole time slice while we stay
+      // runnable without a sleeper's wake-up priority, so one yield can cost milliseconds;
+      // a futex/ppoll sleeper is woken by the peer's send and preempts such a task. Measured
+      // on the loaded 2-core VM, 1 KiB allreduce, 2 ranks shm (docs/collectives.md):
+      // yield-polling 193-1600 us next to two compilers, blocking at once 17-43 us.
+      SPARK_CPU_RELAX();
       continue;
     }
     std::string detail;

@@ -1,4 +1,5 @@
-# Runs inside the VM (vm_run.sh --lanes 2, MTU 9000): `sparkrun doctor` (when given), the
+# Runs inside the VM (vm_run.sh --lanes 2, MTU 9000): `sparkrun doctor` (when given) on this
+# host and across a job (vm_doctor.sh, when given), the
 # RoCE transport through the Transport interface (2 and 3 ranks on rxe0, striped over
 # rxe0+rxe1, a SIGSTOPped rank), then an MTU mismatch between peers (d1 set to 1500), then
 # RoCE lanes in the fabric map (spark_fabric_discover, when given) with two more rxe devices.
@@ -17,6 +18,8 @@ doctor_warns() {
   [ $rc -eq 1 ] && echo "$out" | grep -q 'MTU .*rxe1 .*WARN .*d1 MTU 1500'
 }
 if [ -x /bin/sparkrun ]; then run doctor_all_well doctor_ok; fi
+# Doctor across a job (its own cases and verdict; leaves d1 at MTU 9000 and no extra devices).
+if [ -x /bin/vm_doctor.sh ]; then run doctor_job vm_doctor.sh; fi
 run transport_2 spark_verbs_transport_test --ranks 2 --devices rxe0 --msgs 400
 run transport_3 spark_verbs_transport_test --ranks 3 --devices rxe0 --msgs 200
 run transport_striped_3 spark_verbs_transport_test --ranks 3 --devices rxe0,rxe1 --msgs 200

@@ -8,6 +8,7 @@
 # Open MPI's allreduce is measured with its defaults and with mpi_yield_when_idle=1, and
 # its best per size is the reference. Targets (issue 8): launch <= 0.3x Open MPI;
 # 1 KiB allreduce <= 0.5x Open MPI's best. Never part of the pass/fail suite.
+# SPARK_SPIN_US, when set, is passed to the ranks (-x) to compare wait settings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build runs=10 iters=50
@@ -16,7 +17,7 @@ while [ $# -gt 0 ]; do
     -B) build=$2; shift 2 ;;
     -r) runs=$2; shift 2 ;;
     -i) iters=$2; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "multihost.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,7 +53,7 @@ PY
 
 echo "== allreduce across 3 namespaces over tcp (float sum, $iters iters, median of 3 runs)"
 for k in 1 2 3; do
-  "${sr[@]}" -x SPARK_TRANSPORT=tcp "$perf" --csv -b 1024 -e 16777216 -f 128 -n "$iters" -w 5 -c 0 |
+  "${sr[@]}" -x SPARK_TRANSPORT=tcp ${SPARK_SPIN_US:+-x SPARK_SPIN_US} "$perf" --csv -b 1024 -e 16777216 -f 128 -n "$iters" -w 5 -c 0 |
     awk -F, 'NR > 1 && $1 == "allreduce" { print $4 "," $9 "," $10 }' >"$tmp/spark.$k"
   "${mr[@]}" "$tmp/mpi_allreduce" -b 1024 -e 16777216 -f 128 -n "$iters" -w 5 | awk -F, 'NR > 1' >"$tmp/mpi.$k"
   "${mr[@]}" --mca mpi_yield_when_idle 1 "$tmp/mpi_allreduce" -b 1024 -e 16777216 -f 128 -n "$iters" -w 5 |

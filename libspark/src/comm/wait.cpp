@@ -1,9 +1,9 @@
 // The single wait point and the fail-stop state. Every wait on a peer (data, a free slot,
 // outgoing bytes) goes through CommunicatorImpl::wait_slow, which knows peer, lane, op, seq
 // and step: that is where a FailureRecord is made.
+#include <sched.h>
 #include <chrono>
 #include <cstring>
-#include <sched.h>
 
 #include <algorithm>
 #include <thread>
@@ -39,9 +39,13 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
   const auto start = Clock::now();
   const auto spin_until = start + std::chrono::microseconds(options_.spin_us);
-  const char* what = kind == WaitKind::data ? "data from" : kind == WaitKind::credit ? "slot at" : "send to";
+  const char* what = kind == WaitKind::data     ? "data from"
+                     : kind == WaitKind::credit ? "slot at"
+                                                : "send to";
   auto traced = [&] {
-    if (trace_) trace_->wait(op_.name, op_.seq, step, peer, t.lane_name(peer, kind), what, start, Clock::now());
+    if (trace_)
+      trace_->wait(op_.name, op_.seq, step, peer, t.lane_name(peer, kind), what, start,
+                   Clock::now());
   };
   for (;;) {
     for (auto& tr : transports_) tr->progress();
@@ -80,22 +84,30 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     }
     if (waited >= limit) {
       traced();
-      const char* why = kind == WaitKind::data     ? ""
-                         : kind == WaitKind::credit ? "waiting for a free slot: the peer is not receiving"
-                                                    : "waiting to send: the peer is not receiving";
+      const char* why = kind == WaitKind::data ? ""
+                        : kind == WaitKind::credit
+                            ? "waiting for a free slot: the peer is not receiving"
+                            : "waiting to send: the peer is not receiving";
+      // The lane name is short (31 characters); the transport may say more (e.g. the
+      // relaying host of a relayed tcp lane, docs/fabric.md).
+      std::string text = why;
+      if (std::string more = t.lane_detail(peer, kind); !more.empty())
+        text = text.empty() ? std::move(more) : text + "; " + more;
       fail(FailureCause::timeout, peer, t.lane_name(peer, kind), step,
-           static_cast<std::uint32_t>(waited.count() / 1000), timeout, why);
+           static_cast<std::uint32_t>(waited.count() / 1000), timeout, text);
     }
     auto slice = std::min(limit - waited, std::chrono::microseconds(5000));
     // Another transport has bytes queued that someone may depend on: keep it moving.
     for (auto& tr : transports_)
-      if (tr.get() != &t && tr->has_pending()) slice = std::min(slice, std::chrono::microseconds(100));
+      if (tr.get() != &t && tr->has_pending())
+        slice = std::min(slice, std::chrono::microseconds(100));
     t.block(peer, kind, slice);
   }
 }
 
-void CommunicatorImpl::fail(FailureCause cause, int peer, const std::string& lane, std::uint32_t step,
-                            std::uint32_t waited_ms, std::uint32_t timeout_ms, const std::string& detail) {
+void CommunicatorImpl::fail(FailureCause cause, int peer, const std::string& lane,
+                            std::uint32_t step, std::uint32_t waited_ms, std::uint32_t timeout_ms,
+                            const std::string& detail) {
   FailureRecord rec;
   {
     std::lock_guard lock(failure_mu_);
@@ -145,12 +157,14 @@ void CommunicatorImpl::set_timeout_ms(std::uint32_t ms) {
   if (ms == 0) throw InvalidUsage("set_timeout_ms(0): the timeout must be at least 1 ms");
   timeout_ms_.store(ms, std::memory_order_relaxed);
   std::lock_guard lock(mirrors_mu_);
-  for (std::uint32_t* w : timeout_mirrors_) std::atomic_ref<std::uint32_t>(*w).store(ms, std::memory_order_relaxed);
+  for (std::uint32_t* w : timeout_mirrors_)
+    std::atomic_ref<std::uint32_t>(*w).store(ms, std::memory_order_relaxed);
 }
 
 void CommunicatorImpl::add_timeout_mirror(std::uint32_t* word) {
   std::lock_guard lock(mirrors_mu_);
-  std::atomic_ref<std::uint32_t>(*word).store(timeout_ms_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  std::atomic_ref<std::uint32_t>(*word).store(timeout_ms_.load(std::memory_order_relaxed),
+                                              std::memory_order_relaxed);
   timeout_mirrors_.push_back(word);
 }
 
@@ -184,7 +198,8 @@ void CommunicatorImpl::begin(const char* name, transport::CallDesc call, bool ba
   op_ = Op{name, ++seq_, call, barrier};
 }
 
-void CommunicatorImpl::begin_p2p(const char* name, transport::CallDesc call, int peer, bool sending) {
+void CommunicatorImpl::begin_p2p(const char* name, transport::CallDesc call, int peer,
+                                 bool sending) {
   check_health();
   auto& counter = sending ? p2p_send_seq_ : p2p_recv_seq_;
   op_ = Op{name, ++counter[static_cast<std::size_t>(peer)], call, false};
@@ -216,15 +231,16 @@ transport::RecvView CommunicatorImpl::take(int peer, std::uint32_t step, std::ui
     fail(FailureCause::mismatch, peer, t.lane_name(peer, WaitKind::data), step, 0,
          timeout_ms_.load(std::memory_order_relaxed),
          "rank " + std::to_string(peer) + " called " + describe(h.call) + " at seq " +
-             std::to_string(h.seq) + ", rank " + std::to_string(rank_) + " called " + describe(mine) +
-             " at seq " + std::to_string(op_.seq));
+             std::to_string(h.seq) + ", rank " + std::to_string(rank_) + " called " +
+             describe(mine) + " at seq " + std::to_string(op_.seq));
   }
   if (h.step != step || h.piece != piece || h.bytes != bytes) {
     fail(FailureCause::mismatch, peer, t.lane_name(peer, WaitKind::data), step, 0,
          timeout_ms_.load(std::memory_order_relaxed),
-         "protocol mismatch: got step " + std::to_string(h.step) + " piece " + std::to_string(h.piece) +
-             " (" + std::to_string(h.bytes) + " B), expected step " + std::to_string(step) + " piece " +
-             std::to_string(piece) + " (" + std::to_string(bytes) + " B); do all ranks use the same settings?");
+         "protocol mismatch: got step " + std::to_string(h.step) + " piece " +
+             std::to_string(h.piece) + " (" + std::to_string(h.bytes) + " B), expected step " +
+             std::to_string(step) + " piece " + std::to_string(piece) + " (" +
+             std::to_string(bytes) + " B); do all ranks use the same settings?");
   }
   return v;
 }

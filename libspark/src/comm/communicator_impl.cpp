@@ -11,7 +11,8 @@ CommOptions CommOptions::from_config(const config::Config& config) {
   o.timeout_ms = config.timeout_ms();
   o.barrier_timeout_ms = config.barrier_timeout_ms();
   o.join_timeout_ms = config.join_timeout_ms();
-  o.spin_us = config.spin_us();
+  o.spin_auto = !config.spin_us().has_value();
+  o.spin_us = config.spin_us().value_or(o.spin_us);
   o.transport = config.transport();
   o.tcp_lanes = config.tcp_lanes();
   o.tcp_addr = config.tcp_addr();

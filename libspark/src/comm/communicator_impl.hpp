@@ -27,6 +27,7 @@ struct CommOptions {
   std::uint32_t barrier_timeout_ms = 600000; ///< SPARK_BARRIER_TIMEOUT_MS
   std::uint32_t join_timeout_ms = 60000;     ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
   std::uint32_t spin_us = 5;                 ///< SPARK_SPIN_US
+  bool spin_auto = false;  ///< SPARK_SPIN_US unset: wire-up picks spin_us from CPUs vs local ranks
   config::Transport transport = config::Transport::auto_select;
   int tcp_lanes = 2;
   std::optional<std::string> tcp_addr;

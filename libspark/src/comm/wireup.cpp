@@ -9,6 +9,8 @@
 // after one more fence every rank builds the same map (fabric::build_map). The tcp transport
 // then connects each peer over its serving lanes or through a relay, and the collectives
 // pick their algorithms from the map (ring_ below).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -112,6 +114,13 @@ void CommunicatorImpl::wire_up() {
   by_peer_.assign(static_cast<std::size_t>(size_), nullptr);
   p2p_send_seq_.assign(static_cast<std::size_t>(size_), 0);
   p2p_recv_seq_.assign(static_cast<std::size_t>(size_), 0);
+  if (options_.spin_auto) {
+    // A CPU to spare per rank: poll longer before blocking (RDMA writes raise no event, so a
+    // roce wait that blocks sleeps in slices). Oversubscribed: polling steals the peer's CPU
+    // (docs/collectives.md, "1 KiB" figures on the 2-core VM).
+    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    options_.spin_us = cpus > local_size_ ? 50 : 5;
+  }
 #ifndef SPARK_HAVE_VERBS
   if (options_.transport == config::Transport::roce)
     throw ConfigError(

@@ -179,8 +179,8 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
       parse_integer(*find_knob("SPARK_JOIN_TIMEOUT_MS"), *cfg.value("SPARK_JOIN_TIMEOUT_MS")));
   cfg.tcp_lanes_ =
       static_cast<int>(parse_integer(*find_knob("SPARK_TCP_LANES"), *cfg.value("SPARK_TCP_LANES")));
-  cfg.spin_us_ = static_cast<std::uint32_t>(
-      parse_integer(*find_knob("SPARK_SPIN_US"), *cfg.value("SPARK_SPIN_US")));
+  if (const auto spin = cfg.value("SPARK_SPIN_US"))
+    cfg.spin_us_ = static_cast<std::uint32_t>(parse_integer(*find_knob("SPARK_SPIN_US"), *spin));
   {
     const auto t = *cfg.value("SPARK_TRANSPORT");
     cfg.transport_ = t == "tcp"    ? Transport::tcp
@@ -272,7 +272,7 @@ int Config::tcp_lanes() const noexcept {
 std::optional<std::string> Config::tcp_addr() const {
   return value("SPARK_TCP_ADDR");
 }
-std::uint32_t Config::spin_us() const noexcept {
+std::optional<std::uint32_t> Config::spin_us() const noexcept {
   return spin_us_;
 }
 std::optional<std::string> Config::ib_hca() const {

@@ -85,7 +85,8 @@ class Config {
   Transport transport() const noexcept;         ///< SPARK_TRANSPORT (auto)
   int tcp_lanes() const noexcept;               ///< SPARK_TCP_LANES (connections per peer)
   std::optional<std::string> tcp_addr() const;  ///< SPARK_TCP_ADDR (IPv4 to listen on/publish)
-  std::uint32_t spin_us() const noexcept;       ///< SPARK_SPIN_US (spin before blocking)
+  /// SPARK_SPIN_US (spin before blocking); unset: chosen per node at wire-up.
+  std::optional<std::uint32_t> spin_us() const noexcept;
   std::optional<std::string> ib_hca() const;    ///< SPARK_IB_HCA (comma list of devices)
   std::optional<int> ib_gid_index() const;      ///< SPARK_IB_GID_INDEX (unset = from sysfs)
   std::optional<std::string> lanes() const;     ///< SPARK_LANES (set by sparkrun)
@@ -144,7 +145,7 @@ class Config {
   std::uint32_t timeout_ms_ = 0;
   std::uint32_t barrier_timeout_ms_ = 0;
   std::uint32_t join_timeout_ms_ = 0;
-  std::uint32_t spin_us_ = 0;
+  std::optional<std::uint32_t> spin_us_;
   int tcp_lanes_ = 0;
   bool abort_on_failure_ = true;
   Transport transport_ = Transport::auto_select;

@@ -50,9 +50,10 @@ constexpr Knob kKnobs[] = {
      "fabric map (docs/fabric.md); keeps a control-only interface out. Unset: every up, "
      "non-loopback IPv4 interface.",
      KnobType::string, KnobOrigin::user, 0, 0, {}},
-    {"SPARK_SPIN_US", "microseconds", "5",
-     "How long a wait polls (hot, no yield) before it blocks (epoll/futex). Longer polling takes "
-     "the CPU from the peer and other work on small machines; 0 blocks at once.",
+    {"SPARK_SPIN_US", "microseconds", "",
+     "How long a wait polls (hot, no yield) before it blocks (epoll/futex). Unset: 50 when the "
+     "node has more CPUs than ranks on it, else 5 (polling takes the CPU from the peer on an "
+     "oversubscribed node); 0 blocks at once.",
      KnobType::integer, KnobOrigin::user, 0, 1'000'000, {}},
     {"SPARK_IB_HCA", "device list", "",
      "Comma-separated RDMA devices to use (e.g. rocep1s0f0,roceP2p1s0f0). Unset: every CX7 "

@@ -155,7 +155,7 @@ if [ "$shape" = ring_stall ] || [ "$shape" = ring_relay_stall ]; then
     # Records of the ranks that waited through the relay name its rank and their lane toward
     # it ("tcp:via r1/to1": always fits the record's lane field); the relaying host goes into
     # the record's detail when the wait point passes the transport's lane_detail on.
-    expect "sparkrun: rank [02] aborted: rank [02]: .* no data from rank [02] on lane tcp:via r1/to1 after [0-9]* ms (timeout 1500 ms)\( \[relayed by rank 1 on host ${pfx}1\]\)\?\$" "$out/s"
+    expect "sparkrun: rank [02] aborted: rank [02]: .* no data from rank [02] on lane tcp:via r1/to1 after [0-9]* ms (timeout 1500 ms) \[relayed by rank 1 on host ${pfx}1\]\$" "$out/s"
   else
     # The relay's own record: relaying rank and host, its lane toward rank 2, the sequence.
     expect "sparkrun: rank 1 aborted: rank 1: relay seq [1-9][0-9]* step 0: no data from rank 2 on lane tcp:to2 after [0-9]* ms (timeout 1500 ms) .relay on ${pfx}1 for rank 0 -> rank 2 stalled" "$out/s"

@@ -29,15 +29,11 @@ case $shape in triangle) n=3; cables="0-1 1-2 2-0" ;; ring|ring_stall|ring_relay
 case $shape in ring_stall|ring_relay_stall|line)
   [ -x "$job" ] || { echo "SKIP: fabric_job not built"; exit 77; } ;; esac
 pfx="fb$$"
-s=$(( $$ % 200 + 20 ))
-while ip -o -4 addr show | grep -q " 10\.$s\."; do s=$(( (s + 1) % 250 + 1 )); done
+. "$(dirname "$0")/switchless_netns.sh"
+switchless_pick_subnet
 out=$(mktemp -d)
 cleanup() {
-  for i in $(seq 0 $((n - 1))); do
-    for pid in $(ip netns pids "$pfx$i" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-    ip netns del "$pfx$i" 2>/dev/null
-  done
-  ip link del "${pfx}br" 2>/dev/null
+  switchless_down
   rm -rf "$out"
 }
 trap cleanup EXIT
@@ -45,44 +41,7 @@ trap 'exit 130' INT TERM HUP
 fail() { echo "FAIL: $*"; for f in "$out"/*; do echo "--- $f"; cat "$f"; done; exit 1; }
 expect() { grep -q -- "$1" "$2" || fail "missing '$1' in $2"; }
 
-set -e
-ip link add "${pfx}br" type bridge
-ip addr add "10.$s.200.1/24" dev "${pfx}br"
-ip link set "${pfx}br" up
-hosts=""
-for i in $(seq 0 $((n - 1))); do
-  ns=$pfx$i
-  ip netns add "$ns"
-  ip -n "$ns" link set lo up
-  ip link add "${pfx}c$i" type veth peer name "${pfx}q$i"
-  ip link set "${pfx}q$i" netns "$ns"
-  ip link set "${pfx}c$i" master "${pfx}br" up
-  ip -n "$ns" link set "${pfx}q$i" name ctl
-  ip -n "$ns" addr add "10.$s.200.$((i + 2))/24" dev ctl
-  ip -n "$ns" link set ctl up
-  hosts="$hosts${hosts:+,}$ns"
-done
-k=0
-for c in $cables; do
-  a=${c%-*} b=${c#*-}
-  k=$((k + 1))
-  # port 0 of a to port 1 of b (a Spark's two QSFP ports); names say which peer it reaches.
-  ip link add "${pfx}x$k" type veth peer name "${pfx}y$k"
-  ip link set "${pfx}x$k" netns "$pfx$a"
-  ip link set "${pfx}y$k" netns "$pfx$b"
-  ip -n "$pfx$a" link set "${pfx}x$k" name "to$b"
-  ip -n "$pfx$b" link set "${pfx}y$k" name "to$a"
-  ip -n "$pfx$a" addr add "10.$s.$k.1/30" dev "to$b"
-  ip -n "$pfx$b" addr add "10.$s.$k.2/30" dev "to$a"
-  ip -n "$pfx$a" link set "to$b" up
-  ip -n "$pfx$b" link set "to$a" up
-done
-set +e
-for i in $(seq 0 $((n - 1))); do
-  for _ in $(seq 100); do
-    bridge link show dev "${pfx}c$i" | grep -q "state forwarding" && break; sleep 0.05
-  done
-done
+switchless_up || fail "could not build the namespaces"
 base=(--launch-agent 'ip netns exec {host}' --control-net "10.$s.200.0/24"
     -x "SPARK_DATA_NET=10.$s.0.0/17" -x SPARKNET_ROCE_TIMEOUT_MS=20000)
 opts=("${base[@]}" -n "$n" --host "$hosts")

@@ -16,15 +16,11 @@ fi
 sparkrun=$1
 n=4 cables="0-1 1-2 2-3 3-0"
 pfx="dr$$"
-s=$(( $$ % 200 + 20 ))
-while ip -o -4 addr show | grep -q " 10\.$s\."; do s=$(( (s + 1) % 250 + 1 )); done
+. "$(dirname "$0")/../fabric/switchless_netns.sh"
+switchless_pick_subnet
 out=$(mktemp -d)
 cleanup() {
-  for i in $(seq 0 $((n - 1))); do
-    for pid in $(ip netns pids "$pfx$i" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-    ip netns del "$pfx$i" 2>/dev/null
-  done
-  ip link del "${pfx}br" 2>/dev/null
+  switchless_down
   rm -rf "$out"
 }
 trap cleanup EXIT
@@ -32,43 +28,7 @@ trap 'exit 130' INT TERM HUP
 fail() { echo "FAIL: $*"; cat "$out/o"; exit 1; }
 expect() { grep -Eq -- "$1" "$out/o" || fail "missing /$1/"; }
 
-set -e
-ip link add "${pfx}br" type bridge
-ip addr add "10.$s.200.1/24" dev "${pfx}br"
-ip link set "${pfx}br" up
-hosts=""
-for i in $(seq 0 $((n - 1))); do
-  ns=$pfx$i
-  ip netns add "$ns"
-  ip -n "$ns" link set lo up
-  ip link add "${pfx}c$i" type veth peer name "${pfx}q$i"
-  ip link set "${pfx}q$i" netns "$ns"
-  ip link set "${pfx}c$i" master "${pfx}br" up
-  ip -n "$ns" link set "${pfx}q$i" name ctl
-  ip -n "$ns" addr add "10.$s.200.$((i + 2))/24" dev ctl
-  ip -n "$ns" link set ctl up
-  hosts="$hosts${hosts:+,}$ns"
-done
-k=0
-for c in $cables; do
-  a=${c%-*} b=${c#*-}
-  k=$((k + 1))
-  ip link add "${pfx}x$k" type veth peer name "${pfx}y$k"
-  ip link set "${pfx}x$k" netns "$pfx$a"
-  ip link set "${pfx}y$k" netns "$pfx$b"
-  ip -n "$pfx$a" link set "${pfx}x$k" name "to$b"
-  ip -n "$pfx$b" link set "${pfx}y$k" name "to$a"
-  ip -n "$pfx$a" addr add "10.$s.$k.1/30" dev "to$b"
-  ip -n "$pfx$b" addr add "10.$s.$k.2/30" dev "to$a"
-  ip -n "$pfx$a" link set "to$b" up
-  ip -n "$pfx$b" link set "to$a" up
-done
-set +e
-for i in $(seq 0 $((n - 1))); do
-  for _ in $(seq 100); do
-    bridge link show dev "${pfx}c$i" | grep -q "state forwarding" && break; sleep 0.05
-  done
-done
+switchless_up || fail "could not build the namespaces"
 
 t0=$(date +%s)
 "$sparkrun" doctor --launch-agent 'ip netns exec {host}' --control-net "10.$s.200.0/24" \

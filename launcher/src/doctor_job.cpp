@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <deque>
 
 #include "spark/error.hpp"
 
@@ -189,34 +188,7 @@ fabric::FabricMap rank_map(const std::vector<RankLanes>& ranks, const std::vecto
       r.lanes.push_back({lx, ly});
     }
   }
-  // Relays: breadth-first from each destination over direct links; the first hop is the
-  // lowest-numbered neighbour one step closer (the rule the fabric map uses).
-  for (int dst = 0; dst < n; ++dst) {
-    std::vector<int> dist(static_cast<std::size_t>(n), -1);
-    dist[static_cast<std::size_t>(dst)] = 0;
-    std::deque<int> q{dst};
-    while (!q.empty()) {
-      int v = q.front();
-      q.pop_front();
-      for (int u = 0; u < n; ++u)
-        if (dist[static_cast<std::size_t>(u)] < 0 && at(v, u).kind == Route::Kind::direct) {
-          dist[static_cast<std::size_t>(u)] = dist[static_cast<std::size_t>(v)] + 1;
-          q.push_back(u);
-        }
-    }
-    for (int src = 0; src < n; ++src) {
-      Route& r = at(src, dst);
-      const int d = dist[static_cast<std::size_t>(src)];
-      if (r.kind != Route::Kind::unreachable || d < 0) continue;
-      for (int u = 0; u < n; ++u)
-        if (at(src, u).kind == Route::Kind::direct && dist[static_cast<std::size_t>(u)] == d - 1) {
-          r.kind = Route::Kind::relay;
-          r.via = u;
-          r.hops = d;
-          break;
-        }
-    }
-  }
+  fabric::add_relays(routes);  // the rule the fabric map uses
   return fabric::FabricMap(std::move(routes));
 }
 

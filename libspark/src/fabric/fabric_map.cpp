@@ -164,34 +164,11 @@ std::string FabricMap::describe(const std::vector<std::string>& names,
   return os.str();
 }
 
-FabricMap build_map(const std::vector<std::vector<Lane>>& lanes, const Probe& probe) {
-  const int n = static_cast<int>(lanes.size());
-  std::vector<std::vector<Route>> routes(static_cast<std::size_t>(n),
-                                         std::vector<Route>(static_cast<std::size_t>(n)));
+void add_relays(std::vector<std::vector<Route>>& routes) {
+  const int n = static_cast<int>(routes.size());
   auto at = [&](int a, int b) -> Route& {
     return routes[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
   };
-  for (int a = 0; a < n; ++a) {
-    at(a, a).kind = Route::Kind::self;
-    for (int b = a + 1; b < n; ++b) {
-      const auto& la = lanes[static_cast<std::size_t>(a)];
-      const auto& lb = lanes[static_cast<std::size_t>(b)];
-      for (int i = 0; i < static_cast<int>(la.size()); ++i)
-        for (int j = 0; j < static_cast<int>(lb.size()); ++j)
-          if (same_subnet(la[static_cast<std::size_t>(i)], lb[static_cast<std::size_t>(j)]) &&
-              probe(a, i, b, j)) {
-            at(a, b).lanes.push_back({i, j});
-            at(b, a).lanes.push_back({j, i});
-          }
-      for (int x : {a, b}) {
-        auto& r = at(x, x == a ? b : a);
-        if (!r.lanes.empty()) {
-          r.kind = Route::Kind::direct;
-          r.hops = 1;
-        }
-      }
-    }
-  }
   // Relays: BFS from each destination over direct links, so every node's first hop toward
   // `dst` is a neighbour one step closer; lowest-numbered neighbour wins ties (deterministic).
   for (int dst = 0; dst < n; ++dst) {
@@ -220,6 +197,37 @@ FabricMap build_map(const std::vector<std::vector<Lane>>& lanes, const Probe& pr
         }
     }
   }
+}
+
+FabricMap build_map(const std::vector<std::vector<Lane>>& lanes, const Probe& probe) {
+  const int n = static_cast<int>(lanes.size());
+  std::vector<std::vector<Route>> routes(static_cast<std::size_t>(n),
+                                         std::vector<Route>(static_cast<std::size_t>(n)));
+  auto at = [&](int a, int b) -> Route& {
+    return routes[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
+  };
+  for (int a = 0; a < n; ++a) {
+    at(a, a).kind = Route::Kind::self;
+    for (int b = a + 1; b < n; ++b) {
+      const auto& la = lanes[static_cast<std::size_t>(a)];
+      const auto& lb = lanes[static_cast<std::size_t>(b)];
+      for (int i = 0; i < static_cast<int>(la.size()); ++i)
+        for (int j = 0; j < static_cast<int>(lb.size()); ++j)
+          if (same_subnet(la[static_cast<std::size_t>(i)], lb[static_cast<std::size_t>(j)]) &&
+              probe(a, i, b, j)) {
+            at(a, b).lanes.push_back({i, j});
+            at(b, a).lanes.push_back({j, i});
+          }
+      for (int x : {a, b}) {
+        auto& r = at(x, x == a ? b : a);
+        if (!r.lanes.empty()) {
+          r.kind = Route::Kind::direct;
+          r.hops = 1;
+        }
+      }
+    }
+  }
+  add_relays(routes);
   return FabricMap(std::move(routes));
 }
 

@@ -73,6 +73,12 @@ class FabricMap {
   std::vector<std::vector<Route>> routes_;
 };
 
+/// Fills in relay routes for every pair still unreachable in a square route table whose self
+/// and direct entries are set: breadth-first over direct links; the first hop is the
+/// lowest-numbered neighbour one step closer (the same on every node). Used by build_map and by
+/// `sparkrun doctor`, which builds its direct entries from round trips that passed.
+void add_relays(std::vector<std::vector<Route>>& routes);
+
 /// Builds the map from every node's lanes. Pure given `probe` (tests pass a predicate;
 /// the library passes a real connect). A pair of lanes is probed only when on one subnet.
 /// Relays: breadth-first over direct links; ties go to the lowest-numbered neighbour.

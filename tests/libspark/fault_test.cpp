@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -21,7 +21,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 long ms_since(Clock::time_point t) {
-  return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+  return static_cast<long>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
 }
 
 // Runs one allreduce expecting a CommFailure; checks the record with `check` (returns errors).
@@ -44,7 +45,8 @@ int expect_failure(CommunicatorImpl& comm, Check&& check) {
       comm.barrier();
       RANK_CHECK(false, "barrier after a failure did not throw");
     } catch (const CommFailure& again) {
-      RANK_CHECK(std::string(again.what()) == e.what(), "later call gave a different record: %s", again.what());
+      RANK_CHECK(std::string(again.what()) == e.what(), "later call gave a different record: %s",
+                 again.what());
     }
     try {
       comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
@@ -54,7 +56,8 @@ int expect_failure(CommunicatorImpl& comm, Check&& check) {
     }
     RANK_CHECK(ms_since(t1) < 100, "later calls did not fail at once");
     auto f = comm.failure();
-    RANK_CHECK(f.has_value() && to_string(*f) == e.what(), "failure() differs from the thrown record");
+    RANK_CHECK(f.has_value() && to_string(*f) == e.what(),
+               "failure() differs from the thrown record");
     try {
       comm.check_health();
       RANK_CHECK(false, "check_health did not throw");
@@ -82,7 +85,8 @@ TEST_P(Fault, KilledPeerFailsSurvivorsFast) {
       RANK_CHECK(r.cause == FailureCause::peer_closed, "cause %d", static_cast<int>(r.cause));
       RANK_CHECK(r.peer == 2, "peer %d", r.peer);
       RANK_CHECK(r.rank == comm.rank(), "rank %d", r.rank);
-      RANK_CHECK(r.seq == 3, "seq %llu", static_cast<unsigned long long>(r.seq));  // init barrier, allreduce, this
+      RANK_CHECK(r.seq == 3, "seq %llu",
+                 static_cast<unsigned long long>(r.seq));  // init barrier, allreduce, this
       RANK_CHECK(std::string(r.op) == "allreduce", "op %s", r.op);
       RANK_CHECK(elapsed < 5000, "took %ld ms to notice a dead peer", elapsed);
       return errors;
@@ -102,32 +106,35 @@ TEST_P(Fault, StoppedPeerTimesOutWithRecord) {
   spec.quick_exit = true;
   spec.stopped_ranks = {1};
   const std::string transport = GetParam();
-  auto codes = run_ranks(spec, [&](CommunicatorImpl& comm, int rank) {
-    int errors = 0;
-    comm.barrier();
-    if (rank == 1) {
-      ::raise(SIGSTOP);  // the harness kills it at the end
-      return 0;
-    }
-    errors += expect_failure(comm, [&](const FailureRecord& r, long elapsed) {
-      int errors = 0;
-      RANK_CHECK(r.cause == FailureCause::timeout, "cause %d", static_cast<int>(r.cause));
-      RANK_CHECK(r.peer == 1, "peer %d", r.peer);
-      RANK_CHECK(r.seq == 3, "seq %llu", static_cast<unsigned long long>(r.seq));
-      RANK_CHECK(r.timeout_ms == 300, "timeout_ms %u", r.timeout_ms);
-      // 5 % of 300 ms is 15 ms; allow more on a loaded 2-core machine, but not much.
-      RANK_CHECK(r.waited_ms >= 300 && r.waited_ms <= 360, "waited_ms %u", r.waited_ms);
-      RANK_CHECK(elapsed >= 300 && elapsed < 2000, "elapsed %ld", elapsed);
-      const std::string lane = r.lane;
-      RANK_CHECK(transport == "shm"   ? lane == "shm"
-                 : transport == "tcp" ? lane.rfind("tcp:", 0) == 0
-                                      : !lane.empty(),  // roce: the RDMA device name
-                 "lane %s", r.lane);
-      RANK_CHECK(r.time_unix_ns > 0, "no wall time");
-      return errors;
-    });
-    return errors == 0 ? 0 : 1;
-  }, std::chrono::seconds(20));
+  auto codes = run_ranks(
+      spec,
+      [&](CommunicatorImpl& comm, int rank) {
+        int errors = 0;
+        comm.barrier();
+        if (rank == 1) {
+          ::raise(SIGSTOP);  // the harness kills it at the end
+          return 0;
+        }
+        errors += expect_failure(comm, [&](const FailureRecord& r, long elapsed) {
+          int errors = 0;
+          RANK_CHECK(r.cause == FailureCause::timeout, "cause %d", static_cast<int>(r.cause));
+          RANK_CHECK(r.peer == 1, "peer %d", r.peer);
+          RANK_CHECK(r.seq == 3, "seq %llu", static_cast<unsigned long long>(r.seq));
+          RANK_CHECK(r.timeout_ms == 300, "timeout_ms %u", r.timeout_ms);
+          // 5 % of 300 ms is 15 ms; allow more on a loaded 2-core machine, but not much.
+          RANK_CHECK(r.waited_ms >= 300 && r.waited_ms <= 360, "waited_ms %u", r.waited_ms);
+          RANK_CHECK(elapsed >= 300 && elapsed < 2000, "elapsed %ld", elapsed);
+          const std::string lane = r.lane;
+          RANK_CHECK(transport == "shm"   ? lane == "shm"
+                     : transport == "tcp" ? lane.rfind("tcp:", 0) == 0
+                                          : !lane.empty(),  // roce: the RDMA device name
+                     "lane %s", r.lane);
+          RANK_CHECK(r.time_unix_ns > 0, "no wall time");
+          return errors;
+        });
+        return errors == 0 ? 0 : 1;
+      },
+      std::chrono::seconds(20));
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[2], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);  // killed by the harness while stopped
@@ -140,27 +147,31 @@ TEST_P(Fault, SetTimeoutFromAnotherThreadAppliesMidWait) {
   spec.timeout_ms = 30000;
   spec.quick_exit = true;
   spec.stopped_ranks = {1};
-  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
-    int errors = 0;
-    comm.barrier();
-    if (rank == 1) {
-      ::raise(SIGSTOP);
-      return 0;
-    }
-    std::thread changer([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      comm.set_timeout_ms(400);
-    });
-    errors += expect_failure(comm, [&](const FailureRecord& r, long elapsed) {
-      int errors = 0;
-      RANK_CHECK(r.cause == FailureCause::timeout, "cause %d", static_cast<int>(r.cause));
-      RANK_CHECK(r.timeout_ms == 400, "timeout_ms %u", r.timeout_ms);
-      RANK_CHECK(elapsed >= 400 && elapsed < 3000, "elapsed %ld (timeout was 30000, then 400)", elapsed);
-      return errors;
-    });
-    changer.join();
-    return errors == 0 ? 0 : 1;
-  }, std::chrono::seconds(20));
+  auto codes = run_ranks(
+      spec,
+      [](CommunicatorImpl& comm, int rank) {
+        int errors = 0;
+        comm.barrier();
+        if (rank == 1) {
+          ::raise(SIGSTOP);
+          return 0;
+        }
+        std::thread changer([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          comm.set_timeout_ms(400);
+        });
+        errors += expect_failure(comm, [&](const FailureRecord& r, long elapsed) {
+          int errors = 0;
+          RANK_CHECK(r.cause == FailureCause::timeout, "cause %d", static_cast<int>(r.cause));
+          RANK_CHECK(r.timeout_ms == 400, "timeout_ms %u", r.timeout_ms);
+          RANK_CHECK(elapsed >= 400 && elapsed < 3000, "elapsed %ld (timeout was 30000, then 400)",
+                     elapsed);
+          return errors;
+        });
+        changer.join();
+        return errors == 0 ? 0 : 1;
+      },
+      std::chrono::seconds(20));
   EXPECT_EQ(codes[0], 0);
 }
 
@@ -169,26 +180,29 @@ TEST_P(Fault, MismatchedCallsAreNamed) {
   spec.size = 2;
   spec.transport = GetParam();
   spec.timeout_ms = 5000;
-  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
-    int errors = 0;
-    std::vector<float> v(100, 1.0f);
-    try {
-      if (rank == 0)
-        comm.allreduce(v.data(), v.data(), 100, DType::f32, ReduceOp::sum);
-      else
-        comm.allreduce(v.data(), v.data(), 99, DType::f32, ReduceOp::sum);
-      RANK_CHECK(false, "mismatched counts were not detected");
-    } catch (const CommFailure& e) {
-      const std::string what = e.what();
-      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-      RANK_CHECK(e.record().cause == FailureCause::mismatch, "cause");
-      RANK_CHECK(e.record().peer == 1 - rank, "peer");
-      RANK_CHECK(what.find("allreduce(f32, sum, count 100)") != std::string::npos &&
-                     what.find("allreduce(f32, sum, count 99)") != std::string::npos,
-                 "both calls not named: %s", what.c_str());
-    }
-    return errors == 0 ? 0 : 1;
-  }, std::chrono::seconds(20));
+  auto codes = run_ranks(
+      spec,
+      [](CommunicatorImpl& comm, int rank) {
+        int errors = 0;
+        std::vector<float> v(100, 1.0f);
+        try {
+          if (rank == 0)
+            comm.allreduce(v.data(), v.data(), 100, DType::f32, ReduceOp::sum);
+          else
+            comm.allreduce(v.data(), v.data(), 99, DType::f32, ReduceOp::sum);
+          RANK_CHECK(false, "mismatched counts were not detected");
+        } catch (const CommFailure& e) {
+          const std::string what = e.what();
+          std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+          RANK_CHECK(e.record().cause == FailureCause::mismatch, "cause");
+          RANK_CHECK(e.record().peer == 1 - rank, "peer");
+          RANK_CHECK(what.find("allreduce(f32, sum, count 100)") != std::string::npos &&
+                         what.find("allreduce(f32, sum, count 99)") != std::string::npos,
+                     "both calls not named: %s", what.c_str());
+        }
+        return errors == 0 ? 0 : 1;
+      },
+      std::chrono::seconds(20));
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);
 }
@@ -198,23 +212,27 @@ TEST_P(Fault, DifferentCollectivesOrRootsAreNamed) {
   spec.size = 3;
   spec.transport = GetParam();
   spec.timeout_ms = 5000;
-  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
-    int errors = 0;
-    std::vector<float> v(64, 1.0f);
-    // Ranks 0 and 1 broadcast from different roots, rank 2 calls allreduce.
-    try {
-      if (rank == 2)
-        comm.allreduce(v.data(), v.data(), 64, DType::f32, ReduceOp::sum);
-      else
-        comm.broadcast(v.data(), 64, DType::f32, rank);
-      RANK_CHECK(false, "mismatch not detected");
-    } catch (const CommFailure& e) {
-      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-      RANK_CHECK(e.record().cause == FailureCause::mismatch || e.record().cause == FailureCause::peer_closed,
-                 "cause %d", static_cast<int>(e.record().cause));
-    }
-    return errors == 0 ? 0 : 1;
-  }, std::chrono::seconds(30));
+  auto codes = run_ranks(
+      spec,
+      [](CommunicatorImpl& comm, int rank) {
+        int errors = 0;
+        std::vector<float> v(64, 1.0f);
+        // Ranks 0 and 1 broadcast from different roots, rank 2 calls allreduce.
+        try {
+          if (rank == 2)
+            comm.allreduce(v.data(), v.data(), 64, DType::f32, ReduceOp::sum);
+          else
+            comm.broadcast(v.data(), 64, DType::f32, rank);
+          RANK_CHECK(false, "mismatch not detected");
+        } catch (const CommFailure& e) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+          RANK_CHECK(e.record().cause == FailureCause::mismatch ||
+                         e.record().cause == FailureCause::peer_closed,
+                     "cause %d", static_cast<int>(e.record().cause));
+        }
+        return errors == 0 ? 0 : 1;
+      },
+      std::chrono::seconds(30));
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
@@ -227,25 +245,31 @@ TEST_P(Fault, SkewedStartNeedsBarrier) {
     spec.size = 3;
     spec.transport = GetParam();
     spec.timeout_ms = 300;
-    auto codes = run_ranks(spec, [&](CommunicatorImpl& comm, int rank) {
-      int errors = 0;
-      if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(600));
-      if (use_barrier) comm.barrier();
-      std::vector<float> v(256, 1.0f);
-      try {
-        comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
-        RANK_CHECK(use_barrier, "allreduce passed although rank 2 came 600 ms late (timeout 300 ms)");
-        RANK_CHECK(v[0] == 3.0f, "sum %g", static_cast<double>(v[0]));
-      } catch (const CommFailure& e) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-        RANK_CHECK(!use_barrier, "failed despite barrier(): %s", e.what());
-        RANK_CHECK(rank == 2 || (e.record().peer == 2 && e.record().cause == FailureCause::timeout),
-                   "record does not name the late rank 2: %s", e.what());
-      }
-      return errors == 0 ? 0 : 1;
-    }, std::chrono::seconds(30));
+    auto codes = run_ranks(
+        spec,
+        [&](CommunicatorImpl& comm, int rank) {
+          int errors = 0;
+          if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+          if (use_barrier) comm.barrier();
+          std::vector<float> v(256, 1.0f);
+          try {
+            comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
+            RANK_CHECK(use_barrier,
+                       "allreduce passed although rank 2 came 600 ms late (timeout 300 ms)");
+            RANK_CHECK(v[0] == 3.0f, "sum %g", static_cast<double>(v[0]));
+          } catch (const CommFailure& e) {
+            std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+            RANK_CHECK(!use_barrier, "failed despite barrier(): %s", e.what());
+            RANK_CHECK(
+                rank == 2 || (e.record().peer == 2 && e.record().cause == FailureCause::timeout),
+                "record does not name the late rank 2: %s", e.what());
+          }
+          return errors == 0 ? 0 : 1;
+        },
+        std::chrono::seconds(30));
     if (use_barrier) {
-      for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "with barrier, rank " << r;
+      for (std::size_t r = 0; r < codes.size(); ++r)
+        EXPECT_EQ(codes[r], 0) << "with barrier, rank " << r;
     } else {
       EXPECT_EQ(codes[0], 0) << "without barrier";
       EXPECT_EQ(codes[1], 0) << "without barrier";
@@ -265,17 +289,20 @@ TEST_P(Fault, TraceShowsTheWaitAndTheRecord) {
   spec.quick_exit = true;
   spec.stopped_ranks = {1};
   spec.extra_env["SPARK_TRACE"] = base;
-  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
-    comm.barrier();
-    if (rank == 1) ::raise(SIGSTOP);
-    std::vector<float> v(64, 1.0f);
-    try {
-      comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
-    } catch (const CommFailure&) {
-      return 0;
-    }
-    return 1;
-  }, std::chrono::seconds(20));
+  auto codes = run_ranks(
+      spec,
+      [](CommunicatorImpl& comm, int rank) {
+        comm.barrier();
+        if (rank == 1) ::raise(SIGSTOP);
+        std::vector<float> v(64, 1.0f);
+        try {
+          comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
+        } catch (const CommFailure&) {
+          return 0;
+        }
+        return 1;
+      },
+      std::chrono::seconds(20));
   EXPECT_EQ(codes[0], 0);
   std::FILE* f = std::fopen((base + ".rank0.json").c_str(), "r");
   ASSERT_NE(f, nullptr) << "no trace written by rank 0";

@@ -30,13 +30,23 @@ void traced(CommunicatorImpl& impl, const char* name, std::uint64_t bytes, F&& f
 }
 }  // namespace
 
-int Communicator::rank() const noexcept { return impl_->rank(); }
-int Communicator::size() const noexcept { return impl_->size(); }
-int Communicator::local_rank() const noexcept { return impl_->local_rank(); }
-int Communicator::local_size() const noexcept { return impl_->local_size(); }
+int Communicator::rank() const noexcept {
+  return impl_->rank();
+}
+int Communicator::size() const noexcept {
+  return impl_->size();
+}
+int Communicator::local_rank() const noexcept {
+  return impl_->local_rank();
+}
+int Communicator::local_size() const noexcept {
+  return impl_->local_size();
+}
 
-void Communicator::allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-  traced(*impl_, "allreduce", count * dtype_size(dtype), [&] { impl_->allreduce(send, recv, count, dtype, op); });
+void Communicator::allreduce(const void* send, void* recv, std::size_t count, DType dtype,
+                             ReduceOp op) {
+  traced(*impl_, "allreduce", count * dtype_size(dtype),
+         [&] { impl_->allreduce(send, recv, count, dtype, op); });
 }
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                                   ReduceOp op) {
@@ -44,42 +54,73 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
          [&] { impl_->reduce_scatter(send, recv, recv_count, dtype, op); });
 }
 void Communicator::allgather(const void* send, void* recv, std::size_t send_count, DType dtype) {
-  traced(*impl_, "allgather", send_count * dtype_size(dtype), [&] { impl_->allgather(send, recv, send_count, dtype); });
+  traced(*impl_, "allgather", send_count * dtype_size(dtype),
+         [&] { impl_->allgather(send, recv, send_count, dtype); });
 }
 void Communicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
-  traced(*impl_, "broadcast", count * dtype_size(dtype), [&] { impl_->broadcast(buffer, count, dtype, root); });
+  traced(*impl_, "broadcast", count * dtype_size(dtype),
+         [&] { impl_->broadcast(buffer, count, dtype, root); });
 }
 void Communicator::alltoall(const void* send, void* recv, std::size_t count, DType dtype) {
-  traced(*impl_, "alltoall", count * dtype_size(dtype), [&] { impl_->alltoall(send, recv, count, dtype); });
+  traced(*impl_, "alltoall", count * dtype_size(dtype),
+         [&] { impl_->alltoall(send, recv, count, dtype); });
 }
-void Communicator::alltoallv(const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
-                             void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs,
+void Communicator::alltoallv(const void* send, const std::size_t* send_counts,
+                             const std::size_t* send_displs, void* recv,
+                             const std::size_t* recv_counts, const std::size_t* recv_displs,
                              DType dtype) {
-  traced(*impl_, "alltoallv", 0,
-         [&] { impl_->alltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype); });
+  traced(*impl_, "alltoallv", 0, [&] {
+    impl_->alltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype);
+  });
 }
 void Communicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
-  traced(*impl_, "send", count * dtype_size(dtype), [&] { impl_->send(buffer, count, dtype, peer); });
+  traced(*impl_, "send", count * dtype_size(dtype),
+         [&] { impl_->send(buffer, count, dtype, peer); });
 }
 void Communicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
-  traced(*impl_, "recv", count * dtype_size(dtype), [&] { impl_->recv(buffer, count, dtype, peer); });
+  traced(*impl_, "recv", count * dtype_size(dtype),
+         [&] { impl_->recv(buffer, count, dtype, peer); });
 }
 void Communicator::barrier() {
   traced(*impl_, "barrier", 0, [&] { impl_->barrier(); });
 }
 
-std::optional<FailureRecord> Communicator::failure() const { return impl_->failure(); }
-void Communicator::check_health() const { impl_->check_health(); }
-void Communicator::set_timeout_ms(std::uint32_t ms) { impl_->set_timeout_ms(ms); }
-std::uint32_t Communicator::timeout_ms() const noexcept { return impl_->timeout_ms(); }
+std::optional<FailureRecord> Communicator::failure() const {
+  return impl_->failure();
+}
+void Communicator::check_health() const {
+  impl_->check_health();
+}
+void Communicator::set_timeout_ms(std::uint32_t ms) {
+  impl_->set_timeout_ms(ms);
+}
+std::uint32_t Communicator::timeout_ms() const noexcept {
+  return impl_->timeout_ms();
+}
 
 namespace {
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<std::int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<std::int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<std::uint8_t>() {
+  return DType::u8;
+}
 }  // namespace
 
 template <class T>

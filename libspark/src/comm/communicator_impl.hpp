@@ -23,16 +23,16 @@ namespace spark {
 
 /// Everything the communicator takes from the configuration snapshot (tests fill it directly).
 struct CommOptions {
-  std::uint32_t timeout_ms = 10000;          ///< SPARKNET_ROCE_TIMEOUT_MS
-  std::uint32_t barrier_timeout_ms = 600000; ///< SPARK_BARRIER_TIMEOUT_MS
-  std::uint32_t join_timeout_ms = 60000;     ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
-  std::uint32_t spin_us = 5;                 ///< SPARK_SPIN_US
+  std::uint32_t timeout_ms = 10000;           ///< SPARKNET_ROCE_TIMEOUT_MS
+  std::uint32_t barrier_timeout_ms = 600000;  ///< SPARK_BARRIER_TIMEOUT_MS
+  std::uint32_t join_timeout_ms = 60000;      ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
+  std::uint32_t spin_us = 5;                  ///< SPARK_SPIN_US
   bool spin_auto = false;  ///< SPARK_SPIN_US unset: wire-up picks spin_us from CPUs vs local ranks
   config::Transport transport = config::Transport::auto_select;
   int tcp_lanes = 2;
   std::optional<std::string> tcp_addr;
   std::string data_net;  ///< SPARK_DATA_NET: interfaces that are data lanes (docs/fabric.md)
-  std::string job_id;             ///< names shm segments ("" = none given)
+  std::string job_id;    ///< names shm segments ("" = none given)
   /// Fail-stop policy: report a failure to the launcher via Bootstrap::abort (the group is
   /// then stopped). Tests of the library alone turn it off.
   bool report_failures = true;
@@ -66,7 +66,8 @@ class CommunicatorImpl {
 
   // collectives (coll/collectives.cpp)
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
-  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype, ReduceOp op);
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                      ReduceOp op);
   void allgather(const void* send, void* recv, std::size_t send_count, DType dtype);
   void broadcast(void* buffer, std::size_t count, DType dtype, int root);
   void alltoall(const void* send, void* recv, std::size_t count, DType dtype);
@@ -143,15 +144,18 @@ class CommunicatorImpl {
     if (ready()) return;
     wait_slow(peer, kind, step, &ready, [](void* r) { return (*static_cast<Ready*>(r))(); });
   }
-  void wait_slow(int peer, transport::WaitKind kind, std::uint32_t step, void* ctx, bool (*ready)(void*));
+  void wait_slow(int peer, transport::WaitKind kind, std::uint32_t step, void* ctx,
+                 bool (*ready)(void*));
   [[noreturn]] void fail(FailureCause cause, int peer, const std::string& lane, std::uint32_t step,
-                         std::uint32_t waited_ms, std::uint32_t timeout_ms, const std::string& detail);
+                         std::uint32_t waited_ms, std::uint32_t timeout_ms,
+                         const std::string& detail);
   void begin(const char* name, transport::CallDesc call, bool barrier = false);
   void begin_p2p(const char* name, transport::CallDesc call, int peer, bool sending);
   std::size_t piece_bytes() const noexcept { return piece_; }
 
   // algorithms (coll/collectives.cpp)
-  void allreduce_one_shot(const std::byte* in, std::byte* out, std::size_t count, DType dtype, ReduceOp op);
+  void allreduce_one_shot(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
+                          ReduceOp op);
   void allreduce_two_phase(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
                            ReduceOp op, bool gather);
   // ring algorithms over ring_ (coll/ring.cpp): pure data movement, so results stay bitwise

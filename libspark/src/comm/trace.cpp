@@ -25,17 +25,21 @@ Trace::Trace(const std::string& path, int rank)
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()) {
   char meta[160];
-  std::snprintf(meta, sizeof meta, R"({"name":"process_name","ph":"M","pid":%d,"args":{"name":"rank %d"}})", rank,
+  std::snprintf(meta, sizeof meta,
+                R"({"name":"process_name","ph":"M","pid":%d,"args":{"name":"rank %d"}})", rank,
                 rank);
   events_.emplace_back(meta);
   for (int tid = 0; tid < 2; ++tid) {
-    std::snprintf(meta, sizeof meta, R"({"name":"thread_name","ph":"M","pid":%d,"tid":%d,"args":{"name":"%s"}})",
-                  rank, tid, tid == 0 ? "ops" : "waits");
+    std::snprintf(meta, sizeof meta,
+                  R"({"name":"thread_name","ph":"M","pid":%d,"tid":%d,"args":{"name":"%s"}})", rank,
+                  tid, tid == 0 ? "ops" : "waits");
     events_.emplace_back(meta);
   }
 }
 
-Trace::~Trace() { flush(); }
+Trace::~Trace() {
+  flush();
+}
 
 // Timestamps are wall-clock microseconds, so traces of different ranks line up when merged.
 double Trace::us(Clock::time_point t) const noexcept {
@@ -58,28 +62,32 @@ void Trace::add(std::string event) noexcept {
 void Trace::op(const char* name, std::uint64_t seq, std::uint64_t bytes, Clock::time_point begin,
                Clock::time_point end, bool failed) noexcept {
   char e[256];
-  std::snprintf(e, sizeof e,
-                R"({"name":"%s","ph":"X","pid":%d,"tid":0,"ts":%.3f,"dur":%.3f,"args":{"seq":%llu,"bytes":%llu%s}})",
-                name, rank_, us(begin), std::chrono::duration<double, std::micro>(end - begin).count(),
-                static_cast<unsigned long long>(seq), static_cast<unsigned long long>(bytes),
-                failed ? R"(,"failed":true)" : "");
+  std::snprintf(
+      e, sizeof e,
+      R"({"name":"%s","ph":"X","pid":%d,"tid":0,"ts":%.3f,"dur":%.3f,"args":{"seq":%llu,"bytes":%llu%s}})",
+      name, rank_, us(begin), std::chrono::duration<double, std::micro>(end - begin).count(),
+      static_cast<unsigned long long>(seq), static_cast<unsigned long long>(bytes),
+      failed ? R"(,"failed":true)" : "");
   add(e);
 }
 
-void Trace::wait(const char* op, std::uint64_t seq, std::uint32_t step, int peer, const std::string& lane,
-                 const char* what, Clock::time_point begin, Clock::time_point end) noexcept {
+void Trace::wait(const char* op, std::uint64_t seq, std::uint32_t step, int peer,
+                 const std::string& lane, const char* what, Clock::time_point begin,
+                 Clock::time_point end) noexcept {
   char e[320];
-  std::snprintf(e, sizeof e,
-                R"({"name":"wait %s rank %d","ph":"X","pid":%d,"tid":1,"ts":%.3f,"dur":%.3f,"args":{"op":"%s","seq":%llu,"step":%u,"peer":%d,"lane":"%s"}})",
-                what, peer, rank_, us(begin), std::chrono::duration<double, std::micro>(end - begin).count(), op,
-                static_cast<unsigned long long>(seq), step, peer, escape(lane).c_str());
+  std::snprintf(
+      e, sizeof e,
+      R"({"name":"wait %s rank %d","ph":"X","pid":%d,"tid":1,"ts":%.3f,"dur":%.3f,"args":{"op":"%s","seq":%llu,"step":%u,"peer":%d,"lane":"%s"}})",
+      what, peer, rank_, us(begin), std::chrono::duration<double, std::micro>(end - begin).count(),
+      op, static_cast<unsigned long long>(seq), step, peer, escape(lane).c_str());
   add(e);
 }
 
 void Trace::failure(const std::string& line) noexcept {
   try {
-    add(R"({"name":"failure","ph":"i","s":"p","pid":)" + std::to_string(rank_) + R"(,"tid":1,"ts":)" +
-        std::to_string(us(Clock::now())) + R"(,"args":{"record":")" + escape(line) + "\"}}");
+    add(R"({"name":"failure","ph":"i","s":"p","pid":)" + std::to_string(rank_) +
+        R"(,"tid":1,"ts":)" + std::to_string(us(Clock::now())) + R"(,"args":{"record":")" +
+        escape(line) + "\"}}");
   } catch (...) {
   }
 }
@@ -88,7 +96,8 @@ void Trace::flush() noexcept {
   std::lock_guard lock(mu_);
   std::FILE* f = std::fopen(file_.c_str(), "w");
   if (f == nullptr) {
-    std::fprintf(stderr, "spark: rank %d: cannot write the trace %s (SPARK_TRACE)\n", rank_, file_.c_str());
+    std::fprintf(stderr, "spark: rank %d: cannot write the trace %s (SPARK_TRACE)\n", rank_,
+                 file_.c_str());
     return;
   }
   std::fputs("{\"traceEvents\":[\n", f);

@@ -22,8 +22,9 @@ class Trace {
   using Clock = std::chrono::steady_clock;
   void op(const char* name, std::uint64_t seq, std::uint64_t bytes, Clock::time_point begin,
           Clock::time_point end, bool failed) noexcept;
-  void wait(const char* op, std::uint64_t seq, std::uint32_t step, int peer, const std::string& lane,
-            const char* what, Clock::time_point begin, Clock::time_point end) noexcept;
+  void wait(const char* op, std::uint64_t seq, std::uint32_t step, int peer,
+            const std::string& lane, const char* what, Clock::time_point begin,
+            Clock::time_point end) noexcept;
   void failure(const std::string& line) noexcept;
   /// Writes everything recorded so far (idempotent; later events are appended on the next call).
   void flush() noexcept;

@@ -87,9 +87,9 @@ class Config {
   std::optional<std::string> tcp_addr() const;  ///< SPARK_TCP_ADDR (IPv4 to listen on/publish)
   /// SPARK_SPIN_US (spin before blocking); unset: chosen per node at wire-up.
   std::optional<std::uint32_t> spin_us() const noexcept;
-  std::optional<std::string> ib_hca() const;    ///< SPARK_IB_HCA (comma list of devices)
-  std::optional<int> ib_gid_index() const;      ///< SPARK_IB_GID_INDEX (unset = from sysfs)
-  std::optional<std::string> lanes() const;     ///< SPARK_LANES (set by sparkrun)
+  std::optional<std::string> ib_hca() const;  ///< SPARK_IB_HCA (comma list of devices)
+  std::optional<int> ib_gid_index() const;    ///< SPARK_IB_GID_INDEX (unset = from sysfs)
+  std::optional<std::string> lanes() const;   ///< SPARK_LANES (set by sparkrun)
 
   // --- bootstrap -----------------------------------------------------------------------------
   BootstrapKind bootstrap() const noexcept;  ///< SPARK_BOOTSTRAP (auto)

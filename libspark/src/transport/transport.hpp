@@ -61,8 +61,8 @@ struct CallDesc {
   std::uint8_t dtype = 0;  ///< spark::DType
   std::uint8_t op = 0;     ///< spark::ReduceOp (0 when not a reduction)
   std::uint8_t pad = 0;
-  std::int32_t root = -1;  ///< broadcast root, -1 otherwise
-  std::uint64_t count = 0; ///< element count as the sender sees it for this pair
+  std::int32_t root = -1;   ///< broadcast root, -1 otherwise
+  std::uint64_t count = 0;  ///< element count as the sender sees it for this pair
   bool operator==(const CallDesc&) const = default;
 };
 

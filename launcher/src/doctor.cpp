@@ -1,4 +1,5 @@
 #include "doctor.hpp"
+#include "fabric/rdma_lanes.hpp"
 
 #include <dlfcn.h>
 #include <hwloc.h>
@@ -45,20 +46,6 @@ std::string first_line(const fs::path& p) {
   std::string s;
   std::getline(in, s);
   return s;
-}
-
-const char* status_text(Status s) {
-  switch (s) {
-    case Status::ok:
-      return "ok";
-    case Status::warn:
-      return "WARN";
-    case Status::fail:
-      return "FAIL";
-    case Status::info:
-      return "info";
-  }
-  return "?";
 }
 
 }  // namespace
@@ -216,7 +203,7 @@ HostFacts gather(const std::string& sysfs) {
   for (const char* var : {"SPARK_IB_HCA", "SPARK_LANES"}) {
     if (const char* v = std::getenv(var)) {
       try {
-        transport::parse_device_list(v, var);
+        spark::fabric::parse_rdma_devices(v, var);
       } catch (const std::exception& e) {
         f.env_problems.push_back(e.what());
       }

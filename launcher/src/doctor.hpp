@@ -34,6 +34,21 @@ struct HostFacts {
 
 enum class Status { ok, warn, fail, info };
 
+/// "ok", "WARN", "FAIL", "info": the RESULT column of every doctor table.
+inline const char* status_text(Status s) {
+  switch (s) {
+    case Status::ok:
+      return "ok";
+    case Status::warn:
+      return "WARN";
+    case Status::fail:
+      return "FAIL";
+    case Status::info:
+      return "info";
+  }
+  return "?";
+}
+
 struct Row {
   std::string check, item;
   Status status = Status::ok;

@@ -12,20 +12,6 @@ namespace {
 
 constexpr char kField = '\x1f';
 
-const char* result_text(Status s) {
-  switch (s) {
-    case Status::ok:
-      return "ok";
-    case Status::warn:
-      return "WARN";
-    case Status::fail:
-      return "FAIL";
-    case Status::info:
-      return "info";
-  }
-  return "?";
-}
-
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::size_t start = 0;
@@ -66,7 +52,7 @@ std::string encode_rows(const std::vector<JobRow>& rows) {
   std::string out;
   for (const JobRow& r : rows) {
     out += clean(r.host) + kField + std::to_string(r.rank) + kField + clean(r.check) + kField +
-           clean(r.lane) + kField + clean(r.peer) + kField + result_text(r.status) + kField +
+           clean(r.lane) + kField + clean(r.peer) + kField + status_text(r.status) + kField +
            clean(r.latency) + kField + clean(r.detail) + '\n';
   }
   return out;
@@ -252,7 +238,7 @@ std::string render_job(const std::vector<JobRow>& rows) {
   std::vector<std::vector<std::string>> cells;
   for (const JobRow& r : rows)
     cells.push_back({r.host, r.rank < 0 ? "-" : std::to_string(r.rank), r.check, r.lane, r.peer,
-                     result_text(r.status), r.latency, r.detail});
+                     status_text(r.status), r.latency, r.detail});
   std::vector<std::size_t> w(head.size());
   for (std::size_t c = 0; c < head.size(); ++c) {
     w[c] = head[c].size();

@@ -38,6 +38,7 @@
 #include "doctor_job.hpp"
 #include "doctor_probe_net.hpp"
 #include "fabric/local_lanes.hpp"
+#include "fabric/rdma_lanes.hpp"
 #include "spark/error.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
@@ -115,7 +116,7 @@ RdmaSetup open_rdma(const ProbeOptions& o, const std::string& host, int rank,
     const char* v = std::getenv(var);
     if (v == nullptr || *v == '\0') continue;
     try {
-      names = transport::parse_device_list(v, var);
+      names = spark::fabric::parse_rdma_devices(v, var);
       s.source = var;
     } catch (const std::exception& e) {
       rows.push_back({host, rank, "lanes", "-", "-", Status::fail, "-", e.what()});

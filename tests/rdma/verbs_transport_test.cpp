@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "ctl_frame.hpp"
+#include "fabric/rdma_lanes.hpp"
 #include "transport/verbs/verbs_error.hpp"
 #include "transport/verbs/verbs_transport.hpp"
 
@@ -65,8 +66,8 @@ std::string run_rank(const Options& o, int me, int ctl) {
     if (r != me) peers.push_back(r);
   VerbsOptions vo;
   auto own = o.rank_devices.find(me);
-  vo.devices =
-      parse_device_list(own != o.rank_devices.end() ? own->second : o.devices, "--devices");
+  vo.devices = spark::fabric::parse_rdma_devices(
+      own != o.rank_devices.end() ? own->second : o.devices, "--devices");
   vo.slots = o.slots;
   vo.slot_bytes = o.slot_bytes;
   vo.timeout_ms = o.timeout_ms;
@@ -330,7 +331,7 @@ int main(int argc, char** argv) {
     if (o.stop_rank >= 0) {
       ++reporters;
       // Message S from the stopped rank travels on lane (S-1) % lanes.
-      auto lanes = parse_device_list(o.devices, "--devices");
+      auto lanes = spark::fabric::parse_rdma_devices(o.devices, "--devices");
       const std::string lane = lanes[static_cast<std::size_t>(o.at_seq - 1) % lanes.size()];
       if (msg.find("no data from rank " + std::to_string(o.stop_rank) + " on lane " + lane) !=
               std::string::npos &&

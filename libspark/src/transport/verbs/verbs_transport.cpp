@@ -56,37 +56,6 @@ struct FreeMem {
 
 }  // namespace
 
-std::vector<std::string> parse_device_list(std::string_view text, std::string_view variable) {
-  std::vector<std::string> out;
-  auto bad = [&](const std::string& why) {
-    return ConfigError(std::string(variable) + "=\"" + std::string(text) + "\": " + why +
-                       "; expected a comma-separated list of RDMA devices, e.g. "
-                       "rocep1s0f0,roceP2p1s0f0 (see `ibv_devices`)");
-  };
-  if (text.empty()) throw bad("empty value");
-  if (text.front() == '^' || text.front() == '=')
-    throw bad("exclusion (^) and exact-match (=) lists are not supported: name the devices");
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = text.find(',', start);
-    std::string_view item =
-        text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
-    if (std::size_t colon = item.find(':'); colon != std::string_view::npos) {
-      std::string_view port = item.substr(colon + 1);
-      if (port != "1") throw bad("only port 1 is supported (got \"" + std::string(item) + "\")");
-      item = item.substr(0, colon);
-    }
-    if (item.empty()) throw bad("empty device name");
-    for (char c : item)
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
-        throw bad("invalid device name \"" + std::string(item) + "\"");
-    out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 struct VerbsTransport::Lane {
   // Declared in creation order: destroyed in reverse (MR before its memory, then CQ, PD, ctx).
   Context ctx;

@@ -48,10 +48,6 @@ struct VerbsOptions {
   int port = 1;
 };
 
-/// "rxe0,rxe1" (SPARK_LANES / SPARK_IB_HCA) -> {"rxe0", "rxe1"}; a ":port" suffix is
-/// dropped; empty items, "^" exclusion lists and "=" prefixes are refused with ConfigError.
-std::vector<std::string> parse_device_list(std::string_view text, std::string_view variable);
-
 class VerbsTransport final : public Transport {
  public:
   /// Opens the lanes, registers memory, creates the QPs. `peers`: ranks reached over RoCE.

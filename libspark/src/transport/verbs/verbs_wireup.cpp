@@ -1,4 +1,5 @@
 #include "transport/verbs/verbs_wireup.hpp"
+#include "fabric/rdma_lanes.hpp"
 
 namespace spark::transport {
 
@@ -6,9 +7,9 @@ VerbsOptions verbs_options(const config::Config& config, std::uint32_t timeout_m
                            std::size_t slots, std::size_t slot_bytes) {
   VerbsOptions o;
   if (auto lanes = config.lanes()) {
-    o.devices = parse_device_list(*lanes, "SPARK_LANES");
+    o.devices = spark::fabric::parse_rdma_devices(*lanes, "SPARK_LANES");
   } else if (auto hca = config.ib_hca()) {
-    o.devices = parse_device_list(*hca, "SPARK_IB_HCA");
+    o.devices = spark::fabric::parse_rdma_devices(*hca, "SPARK_IB_HCA");
   }
   o.gid_index = config.ib_gid_index();
   o.timeout_ms = timeout_ms;

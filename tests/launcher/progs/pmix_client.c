@@ -17,23 +17,26 @@
 
 static pmix_proc_t me;
 
-static unsigned get_u32(const char *key, pmix_rank_t rank) {
+static unsigned get_u32(const char* key, pmix_rank_t rank) {
   pmix_proc_t p;
   PMIX_LOAD_PROCID(&p, me.nspace, rank);
-  pmix_value_t *v = NULL;
+  pmix_value_t* v = NULL;
   if (PMIx_Get(&p, key, NULL, 0, &v) != PMIX_SUCCESS || v == NULL) return 999999;
   unsigned out = 0;
-  if (v->type == PMIX_UINT32) out = v->data.uint32;
-  else if (v->type == PMIX_UINT16) out = v->data.uint16;
-  else if (v->type == PMIX_PROC_RANK) out = v->data.rank;
+  if (v->type == PMIX_UINT32)
+    out = v->data.uint32;
+  else if (v->type == PMIX_UINT16)
+    out = v->data.uint16;
+  else if (v->type == PMIX_PROC_RANK)
+    out = v->data.rank;
   PMIX_VALUE_RELEASE(v);
   return out;
 }
 
-static void get_str(const char *key, pmix_rank_t rank, char *buf, size_t len) {
+static void get_str(const char* key, pmix_rank_t rank, char* buf, size_t len) {
   pmix_proc_t p;
   PMIX_LOAD_PROCID(&p, me.nspace, rank);
-  pmix_value_t *v = NULL;
+  pmix_value_t* v = NULL;
   snprintf(buf, len, "?");
   if (PMIx_Get(&p, key, NULL, 0, &v) == PMIX_SUCCESS && v && v->type == PMIX_STRING) {
     snprintf(buf, len, "%s", v->data.string);
@@ -45,9 +48,9 @@ static void idle(int seconds) {
   for (int i = 0; i < seconds * 10; ++i) usleep(100000);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  const char *mode = argc > 1 ? argv[1] : "hello";
+  const char* mode = argc > 1 ? argv[1] : "hello";
   if (strcmp(mode, "child-sleep") == 0 && argc > 2) {
     idle(atoi(argv[2])); /* a rank's child: sleeps without PMIx */
     return 0;
@@ -59,23 +62,24 @@ int main(int argc, char **argv) {
   }
   pmix_rank_t wildcard = PMIX_RANK_WILDCARD;
   unsigned size = get_u32(PMIX_JOB_SIZE, wildcard);
-  const char *env_rank = getenv("SPARK_RANK");
+  const char* env_rank = getenv("SPARK_RANK");
 
   if (strcmp(mode, "hello") == 0) {
     char host[256];
     get_str(PMIX_HOSTNAME, me.rank, host, sizeof host);
-    printf("hello rank=%u size=%u local_rank=%u local_size=%u node_rank=%u host=%s "
-           "univ=%u appnum=%u spark_rank=%s spark_size=%s spark_local_rank=%s "
-           "spark_local_size=%s spark_node_rank=%s spark_host=%s job=%s\n",
-           me.rank, size, get_u32(PMIX_LOCAL_RANK, me.rank), get_u32(PMIX_LOCAL_SIZE, wildcard),
-           get_u32(PMIX_NODE_RANK, me.rank), host, get_u32(PMIX_UNIV_SIZE, wildcard),
-           get_u32(PMIX_APPNUM, me.rank), env_rank ? env_rank : "-",
-           getenv("SPARK_SIZE") ? getenv("SPARK_SIZE") : "-",
-           getenv("SPARK_LOCAL_RANK") ? getenv("SPARK_LOCAL_RANK") : "-",
-           getenv("SPARK_LOCAL_SIZE") ? getenv("SPARK_LOCAL_SIZE") : "-",
-           getenv("SPARK_NODE_RANK") ? getenv("SPARK_NODE_RANK") : "-",
-           getenv("SPARK_HOST") ? getenv("SPARK_HOST") : "-",
-           getenv("SPARK_JOB_ID") ? getenv("SPARK_JOB_ID") : "-");
+    printf(
+        "hello rank=%u size=%u local_rank=%u local_size=%u node_rank=%u host=%s "
+        "univ=%u appnum=%u spark_rank=%s spark_size=%s spark_local_rank=%s "
+        "spark_local_size=%s spark_node_rank=%s spark_host=%s job=%s\n",
+        me.rank, size, get_u32(PMIX_LOCAL_RANK, me.rank), get_u32(PMIX_LOCAL_SIZE, wildcard),
+        get_u32(PMIX_NODE_RANK, me.rank), host, get_u32(PMIX_UNIV_SIZE, wildcard),
+        get_u32(PMIX_APPNUM, me.rank), env_rank ? env_rank : "-",
+        getenv("SPARK_SIZE") ? getenv("SPARK_SIZE") : "-",
+        getenv("SPARK_LOCAL_RANK") ? getenv("SPARK_LOCAL_RANK") : "-",
+        getenv("SPARK_LOCAL_SIZE") ? getenv("SPARK_LOCAL_SIZE") : "-",
+        getenv("SPARK_NODE_RANK") ? getenv("SPARK_NODE_RANK") : "-",
+        getenv("SPARK_HOST") ? getenv("SPARK_HOST") : "-",
+        getenv("SPARK_JOB_ID") ? getenv("SPARK_JOB_ID") : "-");
   } else if (strcmp(mode, "modex") == 0) {
     char key[64], val[64];
     snprintf(val, sizeof val, "value-from-%u", me.rank);
@@ -98,7 +102,7 @@ int main(int argc, char **argv) {
     for (unsigned r = 0; r < size; ++r) {
       pmix_proc_t p;
       PMIX_LOAD_PROCID(&p, me.nspace, r);
-      pmix_value_t *got = NULL;
+      pmix_value_t* got = NULL;
       snprintf(key, sizeof key, "value-from-%u", r);
       if (PMIx_Get(&p, "test.key", NULL, 0, &got) == PMIX_SUCCESS && got &&
           got->type == PMIX_STRING && strcmp(got->data.string, key) == 0) {
@@ -147,7 +151,7 @@ int main(int argc, char **argv) {
     pid_t pid = fork();
     if (pid == 0) {
       /* The grandchild keeps the job's marker in its argv (exec of itself). */
-      char *child_argv[] = {argv[0], "child-sleep", argv[2], argc > 3 ? argv[3] : NULL, NULL};
+      char* child_argv[] = {argv[0], "child-sleep", argv[2], argc > 3 ? argv[3] : NULL, NULL};
       execv("/proc/self/exe", child_argv);
       _exit(1);
     }

@@ -557,7 +557,8 @@ int Runner::run() {
   // Before PMIx creates threads: the watcher is forked from a single-threaded process.
   guard_ = std::make_unique<OrphanGuard>(static_cast<int>(spec_.plan.size));
   guard_->remove_on_death(tmp.path());
-  trace("orphan watcher started");
+  trace(guard_->forked() ? "orphan watcher started (fork: clone(CLONE_VM) refused here)"
+                         : "orphan watcher started");
 #ifdef SPARK_LAUNCH_HAVE_PMIX
   PmixHooks hooks;
   hooks.abort = [this](int rank, int status, std::string message, std::function<void()> done) {

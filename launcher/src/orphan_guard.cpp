@@ -19,7 +19,9 @@ namespace spark::launch {
 namespace {
 
 // The watcher's own memory: its stack and the list of groups it kills. Shared with sparkrun
-// (CLONE_VM) but touched by sparkrun only to map and, once the watcher is reaped, unmap it.
+// (CLONE_VM) but touched by sparkrun only to map, to publish the job dir and, once the watcher
+// is reaped, to unmap it. The mapping is MAP_SHARED so that a watcher made by the fork()
+// fallback sees the job dir that sparkrun publishes after the fork.
 struct WatcherArea {
   int fd;                          // read end of the pipe
   unsigned dir_len;                // bytes of dir, published last (0: nothing to remove)
@@ -137,7 +139,7 @@ OrphanGuard::OrphanGuard(int max_groups) {
   const size_t capacity = static_cast<size_t>(max_groups > 0 ? max_groups : 1);
   area_size_ = area_bytes(capacity);
   void* mem = mmap(nullptr, area_size_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+                   MAP_SHARED | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (mem == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
   area_ = mem;
   auto* area = reinterpret_cast<WatcherArea*>(static_cast<char*>(mem) + kStackSize);
@@ -153,6 +155,15 @@ OrphanGuard::OrphanGuard(int max_groups) {
   area->fd = fds[0];
   // The stack grows down from the start of the area.
   pid_ = clone(watcher_main, area, CLONE_VM | SIGCHLD, area);
+  if (pid_ < 0 && (errno == EINVAL || errno == ENOSYS || errno == EPERM)) {
+    // Emulators and sandboxes that restrict clone flags (qemu-user refuses CLONE_VM without
+    // CLONE_THREAD; seccomp profiles of some containers) still allow fork(): the watcher is
+    // then a copy of sparkrun (costlier: page tables copied, copy-on-write faults after) with
+    // the same pipe, list and job dir (the area is MAP_SHARED), so the same guarantees.
+    pid_ = ::fork();
+    if (pid_ == 0) watcher_main(area);  // never returns
+    forked_ = pid_ > 0;
+  }
   if (pid_ < 0) {
     int err = errno;
     close(fds[0]);

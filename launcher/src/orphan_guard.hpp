@@ -4,7 +4,8 @@
 // (clone with CLONE_VM: it borrows sparkrun's memory instead of copying it, on its own small
 // stack) that waits for EOF on a pipe only sparkrun holds: an orderly exit disarms it first,
 // any other death of sparkrun makes it SIGKILL every registered group and remove the
-// job's temp dir.
+// job's temp dir. Where clone(CLONE_VM) is refused (qemu-user, restrictive seccomp), the
+// watcher is a plain fork() of sparkrun instead, with the same guarantees.
 #pragma once
 
 #include <sys/types.h>
@@ -33,11 +34,14 @@ class OrphanGuard {
   /// An orderly exit: the watcher leaves without killing anything, and is reaped here.
   void disarm();
   pid_t pid() const { return pid_; }
+  /// True when clone(CLONE_VM) was refused and the watcher is a fork() of sparkrun.
+  bool forked() const { return forked_; }
 
  private:
   void reap();
   void release_area();
   pid_t pid_ = -1;
+  bool forked_ = false;
   int fd_ = -1;
   void* area_ = nullptr;  // the watcher's stack and group list (mmap)
   size_t area_size_ = 0;

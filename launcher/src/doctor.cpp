@@ -26,7 +26,6 @@
 #include "transport/verbs/gid.hpp"
 #include "transport/verbs/handles.hpp"
 #include "transport/verbs/limits.hpp"
-#include "transport/verbs/verbs_transport.hpp"
 #endif
 #ifdef SPARK_DOCTOR_HAVE_PMIX
 #include <pmix.h>

@@ -71,7 +71,7 @@ HostFacts gather(const std::string& sysfs = "/sys");
 
 /// argv[0] is "doctor". Without launch options: this host's checks (in process). With launch
 /// options (-n, --host, ...; or inside SLURM): re-runs sparkrun with spark_doctor_probe on every
-/// rank (doctor_probe_main.cpp). See --help and docs/doctor.md.
+/// rank (libspark/tools/doctor_probe). See --help and docs/doctor.md.
 int doctor_main(int argc, char** argv);
 
 }  // namespace spark::launch::doctor

@@ -1,5 +1,5 @@
 // `sparkrun doctor` across the ranks of a job: the pure parts of the probe program
-// (spark_doctor_probe, doctor_probe_main.cpp). Which lane pairs are tested between two ranks,
+// (spark_doctor_probe, libspark/tools/doctor_probe). Which lane pairs are tested between two ranks,
 // the order of the tests, the per-peer route table built from their results, and the one
 // table printed at the end (host / rank / check / lane / peer / result / latency / detail).
 // Kept free of sockets and verbs so that the unit tests feed it made-up results.

@@ -36,7 +36,7 @@
 #include "config/config.hpp"
 #include "doctor.hpp"
 #include "doctor_job.hpp"
-#include "doctor_probe_net.hpp"
+#include "round_trips.hpp"
 #include "fabric/local_lanes.hpp"
 #include "fabric/rdma_lanes.hpp"
 #include "spark/error.hpp"
@@ -44,7 +44,6 @@
 #ifdef SPARK_DOCTOR_HAVE_VERBS
 #include "transport/verbs/gid.hpp"
 #include "transport/verbs/handles.hpp"
-#include "transport/verbs/verbs_transport.hpp"
 #endif
 
 namespace {

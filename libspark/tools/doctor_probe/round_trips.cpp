@@ -1,4 +1,4 @@
-#include "doctor_probe_net.hpp"
+#include "round_trips.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "exit_rules.hpp"
+#include "net/socket.hpp"
 #include "ompi_direct_launch.hpp"
 #include "orphan_guard.hpp"
 #include "spawn.hpp"
@@ -42,35 +43,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Owns a file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = o.release();
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+using net::Fd;
 
 Fd checked(int fd, const char* what) {
   if (fd < 0) throw std::system_error(errno, std::generic_category(), what);

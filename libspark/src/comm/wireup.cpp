@@ -13,11 +13,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <set>
-#include <tuple>
 
 #include "comm/communicator_impl.hpp"
-#include "fabric/local_lanes.hpp"
+#include "fabric/probe_protocol.hpp"
 #include "spark/error.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_transport.hpp"
@@ -46,53 +44,30 @@ std::unique_ptr<transport::TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, i
                                                    const std::vector<std::string>& nodes,
                                                    std::chrono::milliseconds join) {
   auto f = std::make_unique<transport::TcpFabric>();
-  f->node_of.resize(static_cast<std::size_t>(size));
+  auto grouped = fabric::group_by_host(nodes);
+  f->hosts = std::move(grouped.hosts);
+  f->speaker = std::move(grouped.speaker);
+  f->node_of = std::move(grouped.node_of);
+  for (int r : f->speaker)
+    f->lanes.push_back(fabric::decode_lanes(get_string(boot, r, "spark.fabric.lanes")));
   f->ports.resize(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    const auto& host = nodes[static_cast<std::size_t>(r)];
-    auto it = std::find(f->hosts.begin(), f->hosts.end(), host);
-    if (it == f->hosts.end()) {  // one node per host; its first rank speaks for it
-      f->hosts.push_back(host);
-      f->speaker.push_back(r);
-      f->lanes.push_back(fabric::decode_lanes(get_string(boot, r, "spark.fabric.lanes")));
-      it = f->hosts.end() - 1;
-    }
-    f->node_of[static_cast<std::size_t>(r)] = static_cast<int>(it - f->hosts.begin());
+  for (int r = 0; r < size; ++r)
     f->ports[static_cast<std::size_t>(r)] = endpoint_port(get_string(boot, r, "spark.tcp"), r);
-  }
   const int n = static_cast<int>(f->hosts.size());
   const int me = f->node_of[static_cast<std::size_t>(rank)];
-  std::string ok;
   if (f->speaker[static_cast<std::size_t>(me)] == rank) {
-    const auto& mine = f->lanes[static_cast<std::size_t>(me)];
-    for (int b = me + 1; b < n; ++b) {
-      const auto& theirs = f->lanes[static_cast<std::size_t>(b)];
-      for (std::size_t i = 0; i < mine.size(); ++i)
-        for (std::size_t j = 0; j < theirs.size(); ++j)
-          if (fabric::same_subnet(mine[i], theirs[j]) &&
-              fabric::probe_connect(
-                  mine[i], theirs[j].ipv4,
-                  f->ports[static_cast<std::size_t>(f->speaker[static_cast<std::size_t>(b)])],
-                  std::min(join, std::chrono::milliseconds(3000))))
-            ok += std::to_string(b) + ":" + std::to_string(i) + ":" + std::to_string(j) + ";";
-    }
-    boot.put("spark.fabric.probe", bootstrap::as_bytes(ok));
+    // Every lane of a node is served by its speaker's one tcp listener.
+    auto port = [&](int b, std::size_t) {
+      return f->ports[static_cast<std::size_t>(f->speaker[static_cast<std::size_t>(b)])];
+    };
+    boot.put("spark.fabric.probe",
+             bootstrap::as_bytes(fabric::probe_higher(f->lanes, me, port, join)));
   }
   boot.commit();
   boot.fence(join);
-  std::set<std::tuple<int, int, int, int>> works;
-  for (int a = 0; a < n; ++a) {
-    auto s = get_string(boot, f->speaker[static_cast<std::size_t>(a)], "spark.fabric.probe");
-    for (std::size_t p = 0; p < s.size();) {
-      int b = 0, i = 0, j = 0;
-      if (std::sscanf(s.c_str() + p, "%d:%d:%d;", &b, &i, &j) != 3) break;
-      works.insert({a, i, b, j});
-      p = s.find(';', p) + 1;
-    }
-  }
-  f->map = fabric::build_map(f->lanes, [&](int a, int i, int b, int j) {
-    return works.count({a, i, b, j}) > 0;
-  });
+  std::vector<std::string> published;
+  for (int r : f->speaker) published.push_back(get_string(boot, r, "spark.fabric.probe"));
+  f->map = fabric::map_from_probes(f->lanes, published);
   for (int a = 0; a < n; ++a)
     for (int b = 0; b < n; ++b)
       if (f->map.route(a, b).kind == fabric::Route::Kind::unreachable)

@@ -1,16 +1,13 @@
 #include "fabric/local_lanes.hpp"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
+
+#include "net/socket.hpp"
 
 namespace spark::fabric {
 
@@ -49,27 +46,7 @@ std::vector<Lane> local_lanes(const std::vector<std::pair<std::uint32_t, int>>& 
 
 bool probe_connect(const Lane& from, std::uint32_t ipv4, int port,
                    std::chrono::milliseconds timeout) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  sockaddr_in local{};
-  local.sin_family = AF_INET;
-  local.sin_addr.s_addr = htonl(from.ipv4);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) return false;
-  sockaddr_in remote{};
-  remote.sin_family = AF_INET;
-  remote.sin_port = htons(static_cast<std::uint16_t>(port));
-  remote.sin_addr.s_addr = htonl(ipv4);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0) return true;
-  if (errno != EINPROGRESS) return false;
-  pollfd pfd{fd, POLLOUT, 0};
-  if (::poll(&pfd, 1, static_cast<int>(timeout.count())) != 1) return false;
-  int err = 0;
-  socklen_t len = sizeof err;
-  return ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+  return static_cast<bool>(net::connect_within(from.ipv4, ipv4, port, timeout));
 }
 
 }  // namespace spark::fabric

@@ -16,13 +16,13 @@
 // answer a round trip (a peer whose lanes are dead); SPARK_DOCTOR_TEST_STOP_RANK=R makes rank R
 // SIGSTOP itself before the round trips (a hung host: its round trips fail, then the next fence
 // times out and rank 0 prints what it has plus a "job" FAIL row naming it, and aborts the job).
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <csignal>
 
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -36,9 +36,10 @@
 #include "config/config.hpp"
 #include "doctor.hpp"
 #include "doctor_job.hpp"
-#include "round_trips.hpp"
 #include "fabric/local_lanes.hpp"
+#include "fabric/probe_protocol.hpp"
 #include "fabric/rdma_lanes.hpp"
+#include "round_trips.hpp"
 #include "spark/error.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
@@ -168,18 +169,6 @@ std::string names(const std::vector<fabric::Lane>& lanes, const std::string& pre
   return out.empty() ? "-" : out;
 }
 
-std::vector<int> parse_ports(const std::string& p) {
-  std::vector<int> out;
-  if (p.empty()) return out;
-  std::size_t s = 0;
-  for (;;) {
-    auto c = p.find(',', s);
-    out.push_back(parse_int(p.substr(s, c == std::string::npos ? c : c - s), 1, 65535, "port"));
-    if (c == std::string::npos) return out;
-    s = c + 1;
-  }
-}
-
 std::string key_ep(int peer, int index) {
   return "spark.doctor.ep." + std::to_string(peer) + "." + std::to_string(index);
 }
@@ -225,24 +214,24 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   auto tcp_lanes =
       fabric::local_lanes(fabric::parse_nets(nets_env ? nets_env : "", "SPARK_DATA_NET"));
   if (tcp_lanes.empty()) tcp_lanes.push_back({"lo", 1, 0x7f000001u, 8});
-  std::vector<std::unique_ptr<TcpListener>> listeners;
-  std::string ports;
+  std::vector<net::Listener> listeners;
+  std::vector<int> ports;
   for (std::size_t i = 0; i < tcp_lanes.size();) {
     try {
-      listeners.push_back(std::make_unique<TcpListener>(tcp_lanes[i]));
+      listeners.emplace_back(tcp_lanes[i].ipv4, "lane " + tcp_lanes[i].name, SOCK_NONBLOCK);
     } catch (const std::exception& e) {  // e.g. an address still tentative: not a lane
       rows.push_back(
           {host, rank, "lanes", "tcp:" + tcp_lanes[i].name, "-", Status::warn, "-", e.what()});
       tcp_lanes.erase(tcp_lanes.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
-    ports += (ports.empty() ? "" : ",") + std::to_string(listeners.back()->port());
+    ports.push_back(listeners.back().port());
     ++i;
   }
   boot->put("spark.doctor.host", as_bytes(host));
   boot->put("spark.doctor.rdma", as_bytes(fabric::encode_lanes(rdma.published)));
   boot->put("spark.doctor.tcp", as_bytes(fabric::encode_lanes(tcp_lanes)));
-  boot->put("spark.doctor.ports", as_bytes(ports));
+  boot->put("spark.doctor.ports", as_bytes(fabric::encode_ports(ports)));
   boot->commit();
   boot->fence(fence_timeout);
 
@@ -254,7 +243,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
     rl.rdma = fabric::decode_lanes(to_string(boot->get(r, "spark.doctor.rdma")));
     rl.tcp = fabric::decode_lanes(to_string(boot->get(r, "spark.doctor.tcp")));
     tcp_ports[static_cast<std::size_t>(r)] =
-        parse_ports(to_string(boot->get(r, "spark.doctor.ports")));
+        fabric::decode_ports(to_string(boot->get(r, "spark.doctor.ports")), rank_label(r, rl.host));
   }
 
   // Host checks, once per host (its first rank).
@@ -330,7 +319,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   // reaches test t only after its earlier tests, each done by its own window, so the two sides
   // always share at least one full probe timeout, nothing waits unboundedly, and no fence is
   // needed between tests (a hung rank shows as FAIL rows naming it, not only a fence timeout).
-  std::string passed;
+  std::vector<fabric::Triple> passed;  // (a, b, link index) of every round trip that passed
   const auto t0 = std::chrono::steady_clock::now();
   int t = -1;
   for (const auto& round : plan_rounds(size)) {
@@ -359,7 +348,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
             continue;
           }
           if (l.kind == LinkKind::tcp)
-            tcp_respond(*listeners[static_cast<std::size_t>(l.lb)], o.iters, window);
+            tcp_respond(listeners[static_cast<std::size_t>(l.lb)], o.iters, window);
 #ifdef SPARK_DOCTOR_HAVE_VERBS
           else
             rlinks.at({peer, l.index})->respond(o.iters, window);
@@ -391,8 +380,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
         if (res.error.empty()) {
           row.detail = "median of " + std::to_string(res.done) + " round trips (min " +
                        format_latency(res.min_us) + ", max " + format_latency(res.max_us) + ")";
-          passed +=
-              std::to_string(l.a) + ":" + std::to_string(l.b) + ":" + std::to_string(l.index) + ";";
+          passed.push_back({l.a, l.b, l.index});
         }
         rows.push_back(std::move(row));
       }
@@ -400,7 +388,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   }
 
   boot->put("spark.doctor.rows", as_bytes(encode_rows(rows)));
-  boot->put("spark.doctor.passed", as_bytes(passed));
+  boot->put("spark.doctor.passed", as_bytes(fabric::encode_triples(passed)));
   boot->commit();
   // Until the last window has closed (the slowest rank's last test), then the usual margin.
   boot->fence(fence_timeout + std::chrono::duration_cast<milliseconds>(
@@ -412,13 +400,9 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
     for (int r = 0; r < size; ++r) {
       auto more = decode_rows(to_string(boot->get(r, "spark.doctor.rows")));
       all.insert(all.end(), more.begin(), more.end());
-      auto p = to_string(boot->get(r, "spark.doctor.passed"));
-      for (std::size_t i = 0; i < p.size();) {
-        int a = 0, b = 0, idx = 0;
-        if (std::sscanf(p.c_str() + i, "%d:%d:%d;", &a, &b, &idx) != 3) break;
+      for (const auto& [a, b, idx] :
+           fabric::decode_triples(to_string(boot->get(r, "spark.doctor.passed"))))
         ok.insert({a, b, idx});
-        i = p.find(';', i) + 1;
-      }
     }
     std::vector<Link> good;
     for (const Link& l : links)

@@ -1,7 +1,5 @@
 #include "round_trips.hpp"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -27,16 +25,6 @@ namespace spark::launch::doctor {
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
 
 int ms_left(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -78,26 +66,6 @@ void summarise(TripResult& r, std::vector<double> s) {
   r.median_us = s[s.size() / 2];
 }
 
-TcpListener::TcpListener(const fabric::Lane& lane) {
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(lane.ipv4);
-  socklen_t len = sizeof a;
-  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_, 64) != 0 ||
-      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    std::string why = std::strerror(errno);
-    if (fd_ >= 0) ::close(fd_);
-    throw Error("doctor: cannot listen on lane " + lane.name + " (" +
-                fabric::format_ipv4(lane.ipv4) + "): " + why);
-  }
-  port_ = ntohs(a.sin_port);
-}
-
-TcpListener::~TcpListener() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, int iters,
                         std::uint64_t tag, std::chrono::milliseconds timeout,
                         const std::string& who) {
@@ -109,40 +77,17 @@ TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, 
               std::to_string(timeout.count()) + " ms)";
     return r;
   };
-  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (s.fd < 0) return fail(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in local{};
-  local.sin_family = AF_INET;
-  local.sin_addr.s_addr = htonl(from.ipv4);
-  if (::bind(s.fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0)
-    return fail("cannot bind to " + fabric::format_ipv4(from.ipv4) + ": " + std::strerror(errno));
-  sockaddr_in remote{};
-  remote.sin_family = AF_INET;
-  remote.sin_port = htons(static_cast<std::uint16_t>(port));
-  remote.sin_addr.s_addr = htonl(ipv4);
-  if (::connect(s.fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0) {
-    if (errno != EINPROGRESS)
-      return fail("connect to " + fabric::format_ipv4(ipv4) + ":" + std::to_string(port) +
-                  " failed: " + std::strerror(errno));
-    pollfd pfd{s.fd, POLLOUT, 0};
-    int left = ms_left(deadline);
-    if (left == 0 || ::poll(&pfd, 1, left) != 1)
-      return fail("no connection to " + fabric::format_ipv4(ipv4) + ":" + std::to_string(port));
-    int err = 0;
-    socklen_t len = sizeof err;
-    ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0)
-      return fail("connect to " + fabric::format_ipv4(ipv4) + ":" + std::to_string(port) +
-                  " failed: " + std::strerror(err));
-  }
+  std::string why;
+  net::Fd s = net::connect_within(from.ipv4, ipv4, port, timeout, &why);
+  if (!s) return fail(why);
   int one = 1;
-  ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   std::vector<double> samples;
   for (int k = 1; k <= iters; ++k) {
     std::uint64_t msg[2] = {tag, static_cast<std::uint64_t>(k)}, back[2] = {0, 0};
     auto t = Clock::now();
-    std::string e = io_all(s.fd, reinterpret_cast<char*>(msg), sizeof msg, true, deadline);
-    if (e.empty()) e = io_all(s.fd, reinterpret_cast<char*>(back), sizeof back, false, deadline);
+    std::string e = io_all(s.get(), reinterpret_cast<char*>(msg), sizeof msg, true, deadline);
+    if (e.empty()) e = io_all(s.get(), reinterpret_cast<char*>(back), sizeof back, false, deadline);
     if (e == "timeout")
       return fail("no answer, round trip " + std::to_string(k) + " of " + std::to_string(iters));
     if (!e.empty()) return fail(e + ", round trip " + std::to_string(k));
@@ -153,7 +98,8 @@ TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, 
   return r;
 }
 
-std::string tcp_respond(const TcpListener& listener, int iters, std::chrono::milliseconds timeout) {
+std::string tcp_respond(const net::Listener& listener, int iters,
+                        std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   // A connection left over from an earlier, failed test on this lane closes without data:
   // skip it and accept the next one.
@@ -168,18 +114,18 @@ std::string tcp_respond(const TcpListener& listener, int iters, std::chrono::mil
       if (left == 0 || ::poll(&pfd, 1, left) == 0) return "no connection from the initiator";
       continue;
     }
-    Fd s(c);
+    net::Fd s(c);
     int one = 1;
-    ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     std::string e;
     for (int k = 1; k <= iters && e.empty(); ++k) {
       char msg[16];
-      e = io_all(s.fd, msg, sizeof msg, false, deadline);
+      e = io_all(s.get(), msg, sizeof msg, false, deadline);
       if (!e.empty() && k == 1 && e != "timeout") {
         e = "stale";
         break;
       }
-      if (e.empty()) e = io_all(s.fd, msg, sizeof msg, true, deadline);
+      if (e.empty()) e = io_all(s.get(), msg, sizeof msg, true, deadline);
     }
     if (e != "stale") return e;
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fabric/fabric_map.hpp"
+#include "net/socket.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
 #include "transport/verbs/endpoint.hpp"
@@ -32,29 +33,15 @@ struct TripResult {
 /// Fills min/median/max from the measured round trips (microseconds).
 void summarise(TripResult& r, std::vector<double> samples_us);
 
-/// A listening tcp socket on one lane's address (ephemeral port).
-class TcpListener {
- public:
-  explicit TcpListener(const fabric::Lane& lane);
-  ~TcpListener();
-  TcpListener(const TcpListener&) = delete;
-  TcpListener& operator=(const TcpListener&) = delete;
-  int port() const noexcept { return port_; }
-  int fd() const noexcept { return fd_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
 /// Initiator: connects from `from` (bound to its address) to ipv4:port and times `iters`
 /// 16-byte echoes tagged with `tag`. `who` names the peer and lane in errors.
 TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, int iters,
                         std::uint64_t tag, std::chrono::milliseconds timeout,
                         const std::string& who);
-/// Responder: accepts one connection on `listener` and echoes `iters` messages, all within
-/// `timeout`. Returns "" or what went wrong (the initiator reports the failure).
-std::string tcp_respond(const TcpListener& listener, int iters, std::chrono::milliseconds timeout);
+/// Responder: accepts one connection on `listener` (non-blocking) and echoes `iters` messages,
+/// all within `timeout`. Returns "" or what went wrong (the initiator reports the failure).
+std::string tcp_respond(const net::Listener& listener, int iters,
+                        std::chrono::milliseconds timeout);
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
 /// One opened RDMA lane: device context, protection domain, completion queue, chosen GID.

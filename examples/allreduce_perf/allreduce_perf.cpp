@@ -3,6 +3,10 @@
 // Prints size, count, type, redop, root, time, algbw, busbw and #wrong per size; exits
 // non-zero when any result is wrong. busbw uses nccl-tests' factors (allreduce 2(n-1)/n,
 // reduce_scatter/allgather/alltoall (n-1)/n, broadcast 1), so figures compare directly.
+// --work US[:JITTER]: before every collective each rank computes for US +- JITTER
+// microseconds (default jitter US/4, different per rank and iteration), as in a decode step;
+// time_us is then the whole step, coll_us the collective's own share (waiting for the slowest
+// rank's work included), both the slowest rank's mean.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -118,6 +122,26 @@ std::size_t count_wrong_copy(const std::byte* got, DType dt, int rank, std::size
   return wrong;
 }
 
+// xorshift64: a uniform draw in [0, 1), written identically in bench/mpi_allreduce.c.
+double next_unit(std::uint64_t& x) {
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return static_cast<double>(x >> 11) / 9007199254740992.0;
+}
+
+// The work of one step: `us` microseconds of computation (a dependent chain of multiplies,
+// so the CPU is busy as with real work, not asleep).
+double compute_for(double us) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::nanoseconds(static_cast<long long>(us * 1000));
+  double x = 1.0;
+  do {
+    for (int i = 0; i < 64; ++i) x = x * 1.0000001 + 1e-9;
+  } while (std::chrono::steady_clock::now() < until);
+  return x;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,6 +176,10 @@ int main(int argc, char** argv) {
   app.add_option("-A,--algo", algo, "allreduce algorithm: auto, oneshot, twophase")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "oneshot", "twophase"}));
+  std::string work;
+  app.add_option("--work", work,
+                 "US[:JITTER]: compute US +- JITTER microseconds (default jitter US/4) per rank "
+                 "before every collective; adds coll_us, the collective's own time");
   std::string piece;
   app.add_option("-P,--piece", piece, "bytes per message (default: the slot size, 256K)");
   app.add_flag("--csv", csv, "print CSV instead of a table");
@@ -161,6 +189,18 @@ int main(int argc, char** argv) {
     const DType dt = spark::parse_dtype(dtype_name);
     const ReduceOp op = spark::parse_reduce_op(op_name);
     const std::size_t lo = parse_size(minb), hi = parse_size(maxb);
+    double work_us = 0, jitter_us = 0;
+    if (!work.empty()) {
+      std::size_t pos = 0;
+      work_us = std::stod(work, &pos);
+      jitter_us = work_us / 4;
+      if (pos < work.size() && work[pos] == ':')
+        jitter_us = std::stod(work.substr(pos + 1));
+      else if (pos != work.size())
+        throw spark::InvalidUsage("--work '" + work + "': expected US or US:JITTER (microseconds)");
+      if (work_us < 0 || jitter_us < 0 || jitter_us > work_us)
+        throw spark::InvalidUsage("--work '" + work + "': need 0 <= JITTER <= US");
+    }
     spark::Communicator comm = spark::init();
     auto& impl = comm.impl();
     impl.set_allreduce_algo(algo == "oneshot"    ? spark::AllreduceAlgo::one_shot
@@ -182,14 +222,17 @@ int main(int argc, char** argv) {
       if (csv)
         std::printf(
             "coll,ranks,transport,size,count,type,redop,root,time_us,algbw_GBps,busbw_GBps,"
-            "wrong\n");
+            "wrong,coll_us\n");
       else {
         std::printf("# %s: %d ranks, transport %s, dtype %s, op %s, %d iterations, %d warm-up\n",
                     coll.c_str(), n, impl.transport_summary().c_str(),
                     std::string(spark::to_string(dt)).c_str(),
                     std::string(spark::to_string(op)).c_str(), iters, warmup);
-        std::printf("%12s %12s %6s %6s %5s %10s %8s %8s %7s\n", "size(B)", "count", "type", "redop",
-                    "root", "time(us)", "algbw", "busbw", "#wrong");
+        if (work_us > 0)
+          std::printf("# work step: %.0f +- %.0f us of computation per rank before each call\n",
+                      work_us, jitter_us);
+        std::printf("%12s %12s %6s %6s %5s %10s %8s %8s %7s %10s\n", "size(B)", "count", "type",
+                    "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "coll(us)");
       }
     }
     std::size_t total_wrong = 0;
@@ -236,32 +279,51 @@ int main(int argc, char** argv) {
         if (coll == "broadcast") fill(recvbuf.data(), dt, me, 0, count);
       }
       for (int i = 0; i < warmup; ++i) run();
+      // Work per step: different per rank, the same draws as bench/mpi_allreduce.c's.
+      std::vector<double> steps(work_us > 0 ? static_cast<std::size_t>(iters) : 0);
+      std::uint64_t rng = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(me + 1);
+      for (double& w : steps) w = work_us + jitter_us * (2 * next_unit(rng) - 1);
       impl.barrier();
+      double coll_us = 0;
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) run();
+      for (int i = 0; i < iters; ++i) {
+        if (work_us > 0) {
+          compute_for(steps[static_cast<std::size_t>(i)]);
+          const auto c0 = std::chrono::steady_clock::now();
+          run();
+          coll_us +=
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - c0)
+                  .count();
+        } else {
+          run();
+        }
+      }
       double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
           iters;
+      coll_us = work_us > 0 ? coll_us / iters : us;
       // Report the slowest rank's time and the sum of wrong elements over ranks.
       impl.allreduce(&us, &us, 1, DType::f64, ReduceOp::max);
+      impl.allreduce(&coll_us, &coll_us, 1, DType::f64, ReduceOp::max);
       double w = static_cast<double>(wrong);
       impl.allreduce(&w, &w, 1, DType::f64, ReduceOp::sum);
       total_wrong += static_cast<std::size_t>(w);
-      const double algbw = static_cast<double>(bytes) / us / 1e3;  // GB/s
+      // GB/s of the collective itself (with --work: of its own share of the step).
+      const double algbw = static_cast<double>(bytes) / coll_us / 1e3;
       if (me == 0) {
         const std::string root_s = coll == "broadcast" ? std::to_string(root) : "-1";
         const std::string op_s = (coll == "allreduce" || coll == "reduce_scatter")
                                      ? std::string(spark::to_string(op))
                                      : "none";
         if (csv)
-          std::printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.2f,%.3f,%.3f,%.0f\n", coll.c_str(), n,
+          std::printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.2f,%.3f,%.3f,%.0f,%.2f\n", coll.c_str(), n,
                       impl.transport_summary().c_str(), bytes, per_rank ? count : total_elems,
                       std::string(spark::to_string(dt)).c_str(), op_s.c_str(), root_s.c_str(), us,
-                      algbw, algbw * bus, w);
+                      algbw, algbw * bus, w, coll_us);
         else
-          std::printf("%12zu %12zu %6s %6s %5s %10.2f %8.3f %8.3f %7.0f\n", bytes,
+          std::printf("%12zu %12zu %6s %6s %5s %10.2f %8.3f %8.3f %7.0f %10.2f\n", bytes,
                       per_rank ? count : total_elems, std::string(spark::to_string(dt)).c_str(),
-                      op_s.c_str(), root_s.c_str(), us, algbw, algbw * bus, w);
+                      op_s.c_str(), root_s.c_str(), us, algbw, algbw * bus, w, coll_us);
         std::fflush(stdout);
       }
     }

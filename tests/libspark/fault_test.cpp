@@ -277,6 +277,42 @@ TEST_P(Fault, SkewedStartNeedsBarrier) {
   }
 }
 
+// A rank that waits 2 s for a late peer must not burn a core for those 2 s (issue 17: the wait
+// policy spins at most max_spin, then blocks). Default settings (SPARK_SPIN_US unset). A few
+// short collectives first give the policy a history of fast waits, the worst case for it.
+TEST_P(Fault, LatePeerIsWaitedForAsleep) {
+  RankSpec spec;
+  spec.size = 2;
+  spec.transport = GetParam();
+  auto codes = run_ranks(
+      spec,
+      [](CommunicatorImpl& comm, int rank) {
+        int errors = 0;
+        std::vector<float> v(256, 1.0f);
+        for (int i = 0; i < 200; ++i)
+          comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::max);
+        if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+        timespec c0{}, c1{};
+        ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        const auto t0 = Clock::now();
+        comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
+        ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        const double cpu = static_cast<double>(c1.tv_sec - c0.tv_sec) +
+                           static_cast<double>(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+        RANK_CHECK(v[0] == 2.0f, "sum %g", static_cast<double>(v[0]));
+        if (rank == 0) {
+          std::fprintf(stderr, "rank 0 waited %ld ms for rank 1 using %.3f s of CPU\n",
+                       ms_since(t0), cpu);
+          RANK_CHECK(ms_since(t0) >= 1900, "rank 1 was not late (%ld ms)", ms_since(t0));
+          RANK_CHECK(cpu < 0.1, "a 2 s wait used %.3f s of CPU (target < 0.1 s)", cpu);
+        }
+        return errors == 0 ? 0 : 1;
+      },
+      std::chrono::seconds(30));
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
 // SPARK_TRACE: a failed run's trace shows where each rank waited, and the record.
 TEST_P(Fault, TraceShowsTheWaitAndTheRecord) {
   char dir[] = "/tmp/spark_trace_testXXXXXX";

@@ -29,6 +29,14 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
   if (options_.timeout_ms == 0) throw InvalidUsage("timeout must be at least 1 ms");
   if (options_.trace_path) trace_ = std::make_unique<Trace>(*options_.trace_path, boot_->rank());
   wire_up();
+  WaitPolicy::Settings wait;
+  if (!options_.spin_auto) {
+    wait.fixed_spin = std::chrono::microseconds(options_.spin_us);
+  } else if (size_ > 1) {
+    wait.oversubscribed = cpuset_oversubscribed(local_size_);
+    wait.wake_cost = measure_wake_cost();
+  }
+  wait_policy_ = WaitPolicy(wait);
 }
 
 CommunicatorImpl::~CommunicatorImpl() {

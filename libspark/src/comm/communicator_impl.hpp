@@ -14,6 +14,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "comm/trace.hpp"
+#include "comm/wait_policy.hpp"
 #include "config/config.hpp"
 #include "spark/failure.hpp"
 #include "spark/types.hpp"
@@ -26,8 +27,8 @@ struct CommOptions {
   std::uint32_t timeout_ms = 10000;           ///< SPARKNET_ROCE_TIMEOUT_MS
   std::uint32_t barrier_timeout_ms = 600000;  ///< SPARK_BARRIER_TIMEOUT_MS
   std::uint32_t join_timeout_ms = 60000;      ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
-  std::uint32_t spin_us = 5;                  ///< SPARK_SPIN_US
-  bool spin_auto = false;  ///< SPARK_SPIN_US unset: wire-up picks spin_us from CPUs vs local ranks
+  std::uint32_t spin_us = 5;  ///< SPARK_SPIN_US (when !spin_auto: every wait spins this long)
+  bool spin_auto = false;     ///< SPARK_SPIN_US unset: the adaptive wait policy decides
   config::Transport transport = config::Transport::auto_select;
   int tcp_lanes = 2;
   std::optional<std::string> tcp_addr;
@@ -188,6 +189,9 @@ class CommunicatorImpl {
   /// A broadcast chain pays n-1 hops of pipeline fill: measured on the netns 4-ring the relay
   /// was faster at 1 MiB, the chain at 8 MiB (docs/fabric.md, Figures).
   std::size_t ring_bcast_min_bytes_ = 4 << 20;
+
+  WaitPolicy wait_policy_;    ///< spin budgets of the wait point (comm/wait_policy.hpp)
+  LoadSampler load_sampler_;  ///< the machine's runnable tasks, for the policy's CPU price
 
   std::atomic<std::uint32_t> timeout_ms_;
   mutable std::mutex mirrors_mu_;

@@ -38,14 +38,24 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
                                  bool (*ready)(void*)) {
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
   const auto start = Clock::now();
-  const auto spin_until = start + std::chrono::microseconds(options_.spin_us);
+  // How long to poll hot before blocking: the wait policy's budget (comm/wait_policy.hpp;
+  // SPARK_SPIN_US fixes it). Never sched_yield(): on shared CPUs a yield hands the CPU to
+  // whatever else is runnable (a compiler) for its whole time slice while we stay runnable
+  // without a sleeper's wake-up priority, so one yield can cost milliseconds; a futex/ppoll
+  // sleeper is woken by the peer's send and preempts such a task. Measured on the loaded
+  // 2-core VM, 1 KiB allreduce, 2 ranks shm (docs/collectives.md): yield-polling 193-1600 us
+  // next to two compilers, blocking at once 17-43 us.
+  const auto spin_until = start + wait_policy_.spin_budget();
+  Clock::time_point blocked_at{};  // first block (epoch: never blocked)
   const char* what = kind == WaitKind::data     ? "data from"
                      : kind == WaitKind::credit ? "slot at"
                                                 : "send to";
   auto traced = [&] {
+    const auto end = Clock::now();
+    const bool blocked = blocked_at != Clock::time_point{};
+    wait_policy_.record(blocked ? blocked_at - start : end - start, end - start, blocked);
     if (trace_)
-      trace_->wait(op_.name, op_.seq, step, peer, t.lane_name(peer, kind), what, start,
-                   Clock::now());
+      trace_->wait(op_.name, op_.seq, step, peer, t.lane_name(peer, kind), what, start, end);
   };
   for (;;) {
     for (auto& tr : transports_) tr->progress();
@@ -60,15 +70,14 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start);
     const auto limit = std::chrono::microseconds(std::uint64_t{timeout} * 1000);
     if (now < spin_until && waited < limit) {
-      // Poll hot for SPARK_SPIN_US (default 5 us: a running peer answers a small message
-      // within that), then block: never sched_yield(). On shared CPUs a yield hands the CPU
-      // to whatever else is runnable (a compiler) for its whole time slice while we stay
-      // runnable without a sleeper's wake-up priority, so one yield can cost milliseconds;
-      // a futex/ppoll sleeper is woken by the peer's send and preempts such a task. Measured
-      // on the loaded 2-core VM, 1 KiB allreduce, 2 ranks shm (docs/collectives.md):
-      // yield-polling 193-1600 us next to two compilers, blocking at once 17-43 us.
       SPARK_CPU_RELAX();
       continue;
+    }
+    if (blocked_at == Clock::time_point{}) {
+      blocked_at = now;
+      // About to block anyway: the moment to look at the machine's load now and then.
+      if (wait_policy_.load_sample_due(now.time_since_epoch()))
+        wait_policy_.set_load(now.time_since_epoch(), load_sampler_.runnable_per_cpu());
     }
     std::string detail;
     if (t.peer_state(peer, &detail) != transport::PeerState::ok) {

@@ -51,9 +51,10 @@ constexpr Knob kKnobs[] = {
      "non-loopback IPv4 interface.",
      KnobType::string, KnobOrigin::user, 0, 0, {}},
     {"SPARK_SPIN_US", "microseconds", "",
-     "How long a wait polls (hot, no yield) before it blocks (epoll/futex). Unset: 50 when the "
-     "node has more CPUs than ranks on it, else 5 (polling takes the CPU from the peer on an "
-     "oversubscribed node); 0 blocks at once.",
+     "Fixes how long every wait polls (hot, no yield) before it blocks (futex, ppoll, completion "
+     "channel); 0 blocks at once. Unset (recommended): the adaptive wait policy chooses per wait "
+     "from the recent waits, the measured block-and-wake cost, whether CPUs are oversubscribed "
+     "and the machine's load, spinning at most 200 us (docs/collectives.md, Waiting).",
      KnobType::integer, KnobOrigin::user, 0, 1'000'000, {}},
     {"SPARK_IB_HCA", "device list", "",
      "Comma-separated RDMA devices to use (e.g. rocep1s0f0,roceP2p1s0f0). Unset: every CX7 "

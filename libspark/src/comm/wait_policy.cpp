@@ -1,0 +1,203 @@
+#include "comm/wait_policy.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace spark {
+
+using std::chrono::microseconds;
+using std::chrono::nanoseconds;
+
+namespace {
+constexpr double kDecay = 1.0 / 32;  // a wait's weight halves after ~22 later waits
+constexpr std::uint32_t kProbeEvery = 64;
+constexpr auto kLoadInterval = std::chrono::milliseconds(20);
+
+double us(nanoseconds d) {
+  return static_cast<double>(d.count()) / 1000.0;
+}
+}  // namespace
+
+WaitPolicy::Ns WaitPolicy::bucket_bound(int i) noexcept {
+  if (i >= kBuckets - 1) return Ns::max();
+  return Ns(250) * (std::int64_t{1} << i);
+}
+
+WaitPolicy::WaitPolicy(Settings settings) : settings_(settings) {
+  settings_.max_spin = std::max(settings_.max_spin, Ns(0));
+  choose();
+}
+
+double WaitPolicy::cpu_price() const noexcept {
+  if (settings_.oversubscribed) return 1.0;
+  return 0.02 + 0.98 * contention_;
+}
+
+WaitPolicy::Ns WaitPolicy::spin_budget() noexcept {
+  if (settings_.fixed_spin) return *settings_.fixed_spin;
+  ++waits_;
+  if (waits_ % kProbeEvery == 0) {
+    // Look past the cost model now and then: a history made under blocking only bounds how
+    // long the data took, so a longer spin may catch what blocking never could.
+    const Ns probe = std::min(settings_.max_spin, std::max(chosen_ * 4, settings_.wake_cost * 2));
+    if (probe > chosen_) return probe;
+  }
+  return chosen_;
+}
+
+void WaitPolicy::record(Ns spun, Ns waited, bool blocked) noexcept {
+  if (settings_.fixed_spin) return;
+  // When the data came: a wait that blocked woke up about one wake-up after it (never before
+  // the spin ended, or the spin would have seen it).
+  const Ns arrived = blocked ? std::max(spun, waited - settings_.wake_cost) : waited;
+  int k = 0;
+  while (k < kBuckets - 1 && arrived > bucket_bound(k)) ++k;
+  for (double& h : hist_) h *= 1.0 - kDecay;
+  weight_ = weight_ * (1.0 - kDecay) + 1.0;
+  hist_[static_cast<std::size_t>(k)] += 1.0;
+  choose();
+}
+
+void WaitPolicy::set_load(Ns now, double runnable_per_cpu) noexcept {
+  if (runnable_per_cpu < 0) {
+    next_load_sample_ = now + std::chrono::seconds(1);
+    return;
+  }
+  next_load_sample_ = now + kLoadInterval;
+  // 0.5 runnable others per CPU (the peer on a 2-CPU node) costs nothing; 1 and more means
+  // a task waits for a CPU, so spinning takes one away from it.
+  const double c = std::clamp((runnable_per_cpu - 0.5) * 2.0, 0.0, 1.0);
+  contention_ += (c - contention_) * 0.25;
+  if (!settings_.fixed_spin) choose();
+}
+
+void WaitPolicy::choose() noexcept {
+  if (settings_.fixed_spin) {
+    chosen_ = *settings_.fixed_spin;
+    return;
+  }
+  const double price = cpu_price();
+  const double wake = us(settings_.wake_cost);
+  if (weight_ < 2.0) {
+    // No history yet: the classic rule (spin about as long as a block costs) when spinning is
+    // cheap; a token spin when it takes someone's CPU.
+    chosen_ = std::min(settings_.max_spin,
+                       price < 0.5 ? settings_.wake_cost : std::min(settings_.wake_cost, Ns(1000)));
+    return;
+  }
+  // cost(s) = wake * P(wait > s) + price * E[min(wait, s)], per wait, in microseconds.
+  double best = wake;  // s = 0: every wait blocks
+  Ns best_s{0};
+  double below = 0;        // weight of buckets <= k
+  double spent_below = 0;  // sum over those of weight * midpoint
+  for (int k = 0; k < kBuckets - 1; ++k) {
+    const Ns s = bucket_bound(k);
+    if (s > settings_.max_spin) break;
+    const double h = hist_[static_cast<std::size_t>(k)];
+    below += h;
+    spent_below += h * us(s) * (k == 0 ? 0.5 : 0.75);
+    const double above = std::max(0.0, weight_ - below);
+    const double cost = (wake * above + price * (spent_below + above * us(s))) / weight_;
+    if (cost < best) {
+      best = cost;
+      best_s = s;
+    }
+  }
+  chosen_ = best_s;
+}
+
+nanoseconds measure_wake_cost() {
+  // Ping-pong through one futex word: 1 = main -> helper, 2 = helper -> main, 3 = stop.
+  std::atomic<std::uint32_t> word{0};
+  auto wait_for = [&](std::uint32_t want) {
+    for (int spins = 0; spins < 100000; ++spins) {
+      std::uint32_t v = word.load(std::memory_order_acquire);
+      if (v == want || v == 3) return v == want;
+      timespec ts{0, 10'000'000};  // a lost wake-up costs 10 ms, never a hang
+      syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, v, &ts,
+              nullptr, 0);
+    }
+    return false;
+  };
+  auto post = [&](std::uint32_t v) {
+    word.store(v, std::memory_order_release);
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr,
+            nullptr, 0);
+  };
+  constexpr int kRounds = 7;
+  std::vector<nanoseconds> one_way;
+  try {
+    std::thread helper([&] {
+      for (int i = 0; i < kRounds; ++i) {
+        if (!wait_for(1)) return;
+        post(2);
+      }
+    });
+    for (int i = 0; i < kRounds; ++i) {
+      // Let the helper block first: the cost measured is a sleeper's wake-up.
+      std::this_thread::sleep_for(microseconds(50));
+      const auto t0 = std::chrono::steady_clock::now();
+      post(1);
+      if (!wait_for(2)) break;
+      one_way.push_back((std::chrono::steady_clock::now() - t0) / 2);
+      word.store(0, std::memory_order_release);
+    }
+    post(3);
+    helper.join();
+  } catch (...) {  // no thread: keep the default
+  }
+  if (one_way.empty()) return microseconds(20);
+  std::nth_element(one_way.begin(), one_way.begin() + static_cast<long>(one_way.size() / 2),
+                   one_way.end());
+  return std::clamp(one_way[one_way.size() / 2], nanoseconds(microseconds(2)),
+                    nanoseconds(microseconds(200)));
+}
+
+bool cpuset_oversubscribed(int local_ranks) {
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (online > 0 && local_ranks > online) return true;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return false;
+  const int mine = CPU_COUNT(&set);
+  return mine > 1 && local_ranks > mine;
+}
+
+LoadSampler::LoadSampler()
+    : fd_(::open("/proc/loadavg", O_RDONLY | O_CLOEXEC)),
+      cpus_(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN))) {}
+
+LoadSampler::~LoadSampler() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+double LoadSampler::runnable_per_cpu() noexcept {
+  if (fd_ < 0) return -1;
+  char buf[128];
+  const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  // "0.52 0.58 0.59 3/512 12345": the fourth field is runnable/total tasks.
+  const char* p = buf;
+  for (int field = 0; field < 3 && p != nullptr; ++field) {
+    p = std::strchr(p, ' ');
+    if (p != nullptr) ++p;
+  }
+  if (p == nullptr) return -1;
+  char* end = nullptr;
+  const long running = std::strtol(p, &end, 10);
+  if (end == p || *end != '/') return -1;
+  return static_cast<double>(std::max(0L, running - 1)) / static_cast<double>(cpus_);
+}
+
+}  // namespace spark

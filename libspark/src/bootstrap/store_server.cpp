@@ -94,6 +94,7 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
   std::string job_id;
   tcp::acceptor acceptor;
   std::map<int, std::shared_ptr<Session>> by_rank;  // ranks currently connected
+  std::vector<std::weak_ptr<Session>> sessions;     // every connection, for the shutdown
   std::set<int> joined;                             // ranks that ever said HELLO
   std::set<int> left;                               // ranks that said BYE or disconnected
   std::map<std::uint64_t, std::set<int>> arrived;   // fence epoch -> ranks
@@ -117,6 +118,8 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
       if (ec) return;  // acceptor closed
       sock.set_option(tcp::no_delay(true));
       auto session = std::make_shared<Session>(*self, std::move(sock));
+      std::erase_if(self->sessions, [](const auto& w) { return w.expired(); });
+      self->sessions.push_back(session);
       session->start_read();
       self->accept();
     });
@@ -330,16 +333,25 @@ StoreServer::StoreServer(std::uint16_t port, int size, std::string job_id)
 }
 
 StoreServer::~StoreServer() {
+  // Every pending operation holds the State (shared_from_this) inside the State's own
+  // io_context: close every socket, connected ranks or not, then run the aborted handlers to
+  // the end, so that the State, its listening socket and every connection are freed (found by
+  // tests/fuzz/store_frames: the State leaked with the listening fd at every shutdown).
   asio::post(state_->io, [state = state_] {
     boost::system::error_code ignored;
     state->acceptor.close(ignored);
-    for (auto& [r, s] : state->by_rank) {
-      s->timer.cancel();
-      s->socket.close(ignored);
+    for (const auto& w : state->sessions) {
+      if (auto s = w.lock()) {
+        s->closed = true;
+        s->timer.cancel();
+        s->socket.close(ignored);
+      }
     }
     state->io.stop();
   });
   if (thread_.joinable()) thread_.join();
+  state_->io.restart();
+  state_->io.run();
 }
 
 bool StoreServer::drain(std::chrono::milliseconds timeout) {

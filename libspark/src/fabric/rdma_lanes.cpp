@@ -125,9 +125,11 @@ std::vector<RdmaFunction> rdma_functions(std::string_view ib_root,
         const auto i = std::to_string(idx);
         if (first_line(pdir / "gid_attrs" / "types" / i).value_or("") != "RoCE v2") continue;
         const auto ndev = first_line(pdir / "gid_attrs" / "ndevs" / i).value_or("");
-        auto a = std::find_if(addresses.begin(), addresses.end(), [&](const NetdevAddress& x) {
-          return x.ipv4 == addr && (ndev.empty() || x.netdev == ndev);
-        });
+        // (A copy of the binding: clang 14, the fuzz build's compiler, cannot capture one.)
+        auto a = std::find_if(addresses.begin(), addresses.end(),
+                              [&, addr = addr](const NetdevAddress& x) {
+                                return x.ipv4 == addr && (ndev.empty() || x.netdev == ndev);
+                              });
         if (a == addresses.end()) {
           skip(where + ": RoCE v2 GID " + i + " is " + format_ipv4(addr) + " but " +
                (ndev.empty() ? std::string("no interface") : ndev) +

@@ -3,7 +3,7 @@
 # rank is libspark/tools/doctor_probe. Included from launcher/CMakeLists.txt.
 add_library(spark_doctor STATIC ${CMAKE_CURRENT_LIST_DIR}/doctor.cpp)
 target_include_directories(spark_doctor PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-target_link_libraries(spark_doctor PRIVATE spark_warnings spark_launch PkgConfig::HWLOC
+target_link_libraries(spark_doctor PRIVATE spark_warnings spark_launch spark_fabric PkgConfig::HWLOC
                       ${CMAKE_DL_LIBS})
 if(TARGET spark_verbs)
   target_link_libraries(spark_doctor PRIVATE spark_verbs)

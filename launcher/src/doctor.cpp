@@ -23,9 +23,9 @@
 #ifdef SPARK_DOCTOR_HAVE_VERBS
 #include <infiniband/verbs.h>
 
-#include "transport/verbs/gid.hpp"
-#include "transport/verbs/handles.hpp"
-#include "transport/verbs/limits.hpp"
+#include "verbs/gid.hpp"
+#include "verbs/limits.hpp"
+#include "verbs/qp.hpp"
 #endif
 #ifdef SPARK_DOCTOR_HAVE_PMIX
 #include <pmix.h>
@@ -216,17 +216,12 @@ HostFacts gather(const std::string& sysfs) {
     DeviceFacts d;
     d.name = ibv_get_device_name(list[i]);
     try {
-      verbs::Context ctx = verbs::open_device(d.name);
-      ibv_port_attr attr{};
-      if (int rc = ibv_query_port(ctx.get(), 1, &attr); rc != 0) {
-        d.error = "ibv_query_port failed: " + std::string(std::strerror(rc));
-      } else {
-        d.port_state = attr.state == IBV_PORT_ACTIVE ? "ACTIVE" : ibv_port_state_str(attr.state);
-        for (char& c : d.port_state)
-          c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        d.link_layer = attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
-        d.active_mtu = verbs::mtu_bytes(attr.active_mtu);
-      }
+      const verbs::PortInfo port = verbs::query_port(verbs::open_device(d.name), 1);
+      d.port_state = port.state == IBV_PORT_ACTIVE ? "ACTIVE" : ibv_port_state_str(port.state);
+      for (char& c : d.port_state)
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      d.link_layer = port.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+      d.active_mtu = verbs::mtu_bytes(port.active_mtu);
     } catch (const std::exception& e) {
       d.error = e.what();
     }

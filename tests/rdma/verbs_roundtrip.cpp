@@ -33,12 +33,8 @@
 #include <vector>
 
 #include "ctl_frame.hpp"
-#include "transport/verbs/endpoint.hpp"
-#include "transport/verbs/gid.hpp"
-#include "transport/verbs/handles.hpp"
-#include "transport/verbs/limits.hpp"
-#include "transport/verbs/qp.hpp"
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/port.hpp"
+#include "verbs/verbs_error.hpp"
 
 using namespace spark::verbs;
 using Clock = std::chrono::steady_clock;
@@ -86,33 +82,19 @@ class Rank {
     const std::size_t staging = slot * o_.ranks;     // what this rank writes out
     check_memlock(region + staging);
 
-    ctx_ = open_device(o_.device);
-    PortInfo port = query_port(ctx_, 1);
-    if (port.state != IBV_PORT_ACTIVE) return "port 1 of " + o_.device + " is not active";
-    GidChoice gid = select_gid(kSysfsInfiniband, o_.device, 1, std::nullopt);
-    pd_ = alloc_pd(ctx_);
-    cq_ = create_cq(ctx_, 4 * o_.ranks + 16);
+    port_ = open_port(o_.device, 1, kSysfsInfiniband, std::nullopt, 4 * o_.ranks + 16);
+    const GidChoice& gid = port_.gid;
     mem_.assign(region + staging, std::byte{0});
-    mr_ = register_memory(pd_, mem_.data(), mem_.size());
+    mr_ = register_memory(port_.pd, mem_.data(), mem_.size());
     timeouts_ = qp_timeouts(o_.timeout_ms);
 
     qps_.resize(o_.ranks);
     std::vector<Endpoint> local(o_.ranks);
     for (int p = 0; p < o_.ranks; ++p) {
       if (p == me_) continue;
-      qps_[p] = create_rc_qp(pd_, cq_, 8);
-      Endpoint& ep = local[p];
-      ep.device = o_.device;
-      ep.port = 1;
-      ep.gid_index = static_cast<std::uint32_t>(gid.index);
-      ep.gid = gid.gid;
-      ep.qpn = qps_[p]->qp_num;
-      ep.psn = random_psn();
-      ep.mtu = static_cast<std::uint32_t>(mtu_bytes(port.active_mtu));
-      ep.addr = reinterpret_cast<std::uintptr_t>(mem_.data() + per_peer * p);
-      ep.bytes = per_peer;
-      ep.rkey = mr_->rkey;
-      send_frame(ctl_, to_str(serialize(ep)));
+      qps_[p] = create_rc_qp(port_.pd, port_.cq, 8);
+      local[p] = local_endpoint(port_, qps_[p], mr_, mem_.data() + per_peer * p, per_peer);
+      send_frame(ctl_, to_str(serialize(local[p])));
     }
     remote_.resize(o_.ranks);
     for (int p = 0; p < o_.ranks; ++p) {
@@ -206,7 +188,7 @@ class Rank {
 
   std::string poll_cq(std::uint64_t seq, int* outstanding) {
     ibv_wc wc[8];
-    int n = ibv_poll_cq(cq_.get(), 8, wc);
+    int n = ibv_poll_cq(port_.cq.get(), 8, wc);
     if (n < 0) return fail(seq, -1, call_failed("ibv_poll_cq", o_.device, EIO));
     for (int i = 0; i < n; ++i) {
       int peer = static_cast<int>(wc[i].wr_id / 2);
@@ -226,9 +208,7 @@ class Rank {
   int me_;
   int ctl_;
   // Declared in creation order: destroyed in reverse (QPs, MR, CQ, PD, context).
-  Context ctx_;
-  ProtectionDomain pd_;
-  CompletionQueue cq_;
+  OpenPort port_;
   std::vector<std::byte> mem_;
   MemoryRegion mr_;
   std::vector<QueuePair> qps_;

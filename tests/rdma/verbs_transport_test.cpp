@@ -29,7 +29,7 @@
 
 #include "ctl_frame.hpp"
 #include "fabric/rdma_lanes.hpp"
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 #include "transport/verbs/verbs_transport.hpp"
 
 using namespace spark::transport;

@@ -8,12 +8,12 @@
 #include <string>
 
 #include "spark/error.hpp"
-#include "transport/verbs/endpoint.hpp"
-#include "transport/verbs/gid.hpp"
-#include "transport/verbs/handles.hpp"
-#include "transport/verbs/limits.hpp"
-#include "transport/verbs/qp.hpp"
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/endpoint.hpp"
+#include "verbs/gid.hpp"
+#include "verbs/handles.hpp"
+#include "verbs/limits.hpp"
+#include "verbs/qp.hpp"
+#include "verbs/verbs_error.hpp"
 
 namespace fs = std::filesystem;
 using namespace spark::verbs;

@@ -43,8 +43,7 @@
 #include "spark/error.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
-#include "transport/verbs/gid.hpp"
-#include "transport/verbs/handles.hpp"
+#include "verbs/port.hpp"
 #endif
 
 namespace {
@@ -127,15 +126,18 @@ RdmaSetup open_rdma(const ProbeOptions& o, const std::string& host, int rank,
   if (s.source.empty()) {
     named = false;
     s.source = "every active device";
-    verbs::DeviceList list;
-    for (int i = 0; i < list.size(); ++i) names.push_back(ibv_get_device_name(list[i]));
+    try {
+      names = verbs::device_names();
+    } catch (const std::exception&) {  // no device: no RDMA lane (the tcp round trips run)
+    }
   }
   std::optional<std::string> gid_override;
   if (const char* g = std::getenv("SPARK_IB_GID_INDEX")) gid_override = g;
   const auto ifaces = fabric::local_lanes({});
   for (const std::string& name : names) {
     try {
-      auto lane = open_rdma_lane(name, o.sysfs + "/class/infiniband", gid_override);
+      auto lane = std::make_unique<RdmaLane>(
+          verbs::open_port(name, 1, o.sysfs + "/class/infiniband", gid_override, 64));
       fabric::Lane l{name, 1, lane->ipv4(), 32};
       for (const auto& i : ifaces)
         if (i.ipv4 == l.ipv4) l.prefix = i.prefix;

@@ -16,8 +16,7 @@
 #include "spark/error.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
-#include "transport/verbs/qp.hpp"
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 #endif
 
 namespace spark::launch::doctor {
@@ -133,28 +132,6 @@ std::string tcp_respond(const net::Listener& listener, int iters,
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
 
-std::uint32_t RdmaLane::ipv4() const noexcept {
-  const auto& g = gid.gid;
-  return (std::uint32_t{g[12]} << 24) | (std::uint32_t{g[13]} << 16) | (std::uint32_t{g[14]} << 8) |
-         std::uint32_t{g[15]};
-}
-
-std::unique_ptr<RdmaLane> open_rdma_lane(const std::string& device, const std::string& ib_root,
-                                         const std::optional<std::string>& gid_override) {
-  auto l = std::make_unique<RdmaLane>();
-  l->name = device;
-  l->ctx = verbs::open_device(device);
-  verbs::PortInfo port = verbs::query_port(l->ctx, 1);
-  if (port.state != IBV_PORT_ACTIVE)
-    throw Error("port 1 of " + device + " is " + ibv_port_state_str(port.state) +
-                ", not ACTIVE: check the cable and `ip link set <netdev> up`");
-  l->mtu = verbs::mtu_bytes(port.active_mtu);
-  l->gid = verbs::select_gid(ib_root, device, 1, gid_override);
-  l->pd = verbs::alloc_pd(l->ctx);
-  l->cq = verbs::create_cq(l->ctx, 64);
-  return l;
-}
-
 RdmaLink::RdmaLink(RdmaLane& lane, std::uint32_t timeout_ms, std::uint64_t wr_id)
     : lane_(lane), wr_id_(wr_id), timeouts_(verbs::qp_timeouts(timeout_ms)) {
   buf_ = std::aligned_alloc(4096, 4096);
@@ -162,16 +139,7 @@ RdmaLink::RdmaLink(RdmaLane& lane, std::uint32_t timeout_ms, std::uint64_t wr_id
   std::memset(buf_, 0, 4096);
   mr_ = verbs::register_memory(lane.pd, buf_, 4096);
   qp_ = verbs::create_rc_qp(lane.pd, lane.cq, 4);
-  local_.device = lane.name;
-  local_.port = 1;
-  local_.gid_index = static_cast<std::uint32_t>(lane.gid.index);
-  local_.gid = lane.gid.gid;
-  local_.qpn = qp_->qp_num;
-  local_.psn = verbs::random_psn();
-  local_.mtu = static_cast<std::uint32_t>(lane.mtu);
-  local_.addr = reinterpret_cast<std::uintptr_t>(buf_);
-  local_.bytes = 64;
-  local_.rkey = mr_->rkey;
+  local_ = verbs::local_endpoint(lane, qp_, mr_, buf_, 64);
 }
 
 RdmaLink::~RdmaLink() {

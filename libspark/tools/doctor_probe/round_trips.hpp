@@ -1,5 +1,5 @@
 // The round trips of `sparkrun doctor`'s probe: a tcp echo between two lanes, and an RDMA
-// WRITE ping-pong over one RC queue pair (the verbs layer of libspark/src/transport/verbs).
+// WRITE ping-pong over one RC queue pair (the verbs layer, libspark/src/verbs).
 // Every wait has a deadline: a peer that does not answer is an error string, never a hang.
 #pragma once
 
@@ -15,10 +15,7 @@
 #include "net/socket.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
-#include "transport/verbs/endpoint.hpp"
-#include "transport/verbs/gid.hpp"
-#include "transport/verbs/handles.hpp"
-#include "transport/verbs/limits.hpp"
+#include "verbs/port.hpp"
 #endif
 
 namespace spark::launch::doctor {
@@ -44,22 +41,8 @@ std::string tcp_respond(const net::Listener& listener, int iters,
                         std::chrono::milliseconds timeout);
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
-/// One opened RDMA lane: device context, protection domain, completion queue, chosen GID.
-/// Members in creation order: C++ destroys them in reverse.
-struct RdmaLane {
-  std::string name;
-  verbs::Context ctx;
-  verbs::ProtectionDomain pd;
-  verbs::CompletionQueue cq;
-  verbs::GidChoice gid;
-  int mtu = 0;                          ///< active path MTU in bytes
-  std::uint32_t ipv4() const noexcept;  ///< the IPv4 inside the RoCE v2 GID
-};
-
-/// Opens `device` (port 1 must be ACTIVE) and chooses its RoCE v2 GID from `ib_root`
-/// (sysfs class/infiniband). Throws with the reason.
-std::unique_ptr<RdmaLane> open_rdma_lane(const std::string& device, const std::string& ib_root,
-                                         const std::optional<std::string>& gid_override);
+/// One opened RDMA lane (port 1), as the transport opens it.
+using RdmaLane = verbs::OpenPort;
 
 /// One RC queue pair towards one peer lane, with its own small registered buffer: the peer
 /// writes into word 0, this side writes out of word 8 (64 bytes on). Destroy before its lane.

@@ -17,8 +17,7 @@
 #include <thread>
 
 #include "spark/error.hpp"
-#include "transport/verbs/qp.hpp"
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 namespace spark::transport {
 using namespace spark::verbs;
@@ -56,16 +55,11 @@ struct FreeMem {
 
 }  // namespace
 
-struct VerbsTransport::Lane {
-  // Declared in creation order: destroyed in reverse (MR before its memory, then CQ, PD, ctx).
-  Context ctx;
-  ProtectionDomain pd;
-  CompletionQueue cq;
+struct VerbsTransport::Lane : OpenPort {
+  // Destroyed before the port's CQ, PD and context: the MR, then its memory.
+  explicit Lane(OpenPort p) : OpenPort(std::move(p)) {}
   std::unique_ptr<std::byte, FreeMem> mem;
   MemoryRegion mr;
-  GidChoice gid;
-  PortInfo port;
-  std::string name;
 };
 
 std::size_t VerbsTransport::stride() const noexcept {
@@ -82,14 +76,7 @@ VerbsTransport::VerbsTransport(int rank, int size, std::vector<int> peers, Verbs
     : rank_(rank), size_(size), peer_ranks_(std::move(peers)), opt_(std::move(options)) {
   if (opt_.slots == 0 || opt_.slot_bytes == 0 || opt_.slot_bytes > (1u << 30))
     throw InvalidUsage("RoCE transport: slots and slot_bytes must be positive");
-  if (opt_.devices.empty()) {
-    // Every device whose port is up; sorted by name so that all ranks agree on lane order.
-    int err = 0;
-    DeviceList list(&err);
-    if (list.size() == 0) throw VerbsError(no_device_message(err, ""));
-    for (int i = 0; i < list.size(); ++i) opt_.devices.emplace_back(ibv_get_device_name(list[i]));
-    std::sort(opt_.devices.begin(), opt_.devices.end());
-  }
+  if (opt_.devices.empty()) opt_.devices = device_names();
   if (opt_.devices.size() > 64) throw InvalidUsage("RoCE transport: at most 64 lanes");
   timeouts_ = qp_timeouts(opt_.timeout_ms);
   max_wr_ = static_cast<int>(3 * opt_.slots + 4);
@@ -101,19 +88,9 @@ VerbsTransport::VerbsTransport(int rank, int size, std::vector<int> peers, Verbs
   std::optional<std::string> gid_override;
   if (opt_.gid_index) gid_override = std::to_string(*opt_.gid_index);
   for (const std::string& dev : opt_.devices) {
-    auto lane = std::make_unique<Lane>();
-    lane->ctx = open_device(dev);
-    lane->name = lane->ctx.device();
-    lane->port = query_port(lane->ctx, opt_.port);
-    if (lane->port.state != IBV_PORT_ACTIVE) {
-      throw VerbsError("port " + std::to_string(opt_.port) + " of " + dev +
-                       " is not active (state " + ibv_port_state_str(lane->port.state) +
-                       "): check the cable and `ip link` of its netdev, or drop it from "
-                       "SPARK_LANES / SPARK_IB_HCA");
-    }
-    lane->gid = select_gid(opt_.sysfs_root, dev, opt_.port, gid_override);
-    lane->pd = alloc_pd(lane->ctx);
-    lane->cq = create_cq(lane->ctx, static_cast<int>(peer_ranks_.size()) * max_wr_ + 16);
+    auto lane =
+        std::make_unique<Lane>(open_port(dev, opt_.port, opt_.sysfs_root, gid_override,
+                                         static_cast<int>(peer_ranks_.size()) * max_wr_ + 16));
     void* p = std::aligned_alloc(4096, per_lane);
     if (p == nullptr) throw std::bad_alloc();
     lane->mem.reset(static_cast<std::byte*>(p));
@@ -133,16 +110,7 @@ VerbsTransport::VerbsTransport(int rank, int size, std::vector<int> peers, Verbs
       l.rx = lane.mem.get() + per_peer * i;
       l.tx = l.rx + region_bytes();
       l.qp = create_rc_qp(lane.pd, lane.cq, max_wr_);
-      l.local.device = lane.name;
-      l.local.port = static_cast<std::uint8_t>(opt_.port);
-      l.local.gid_index = static_cast<std::uint32_t>(lane.gid.index);
-      l.local.gid = lane.gid.gid;
-      l.local.qpn = l.qp->qp_num;
-      l.local.psn = random_psn();
-      l.local.mtu = static_cast<std::uint32_t>(mtu_bytes(lane.port.active_mtu));
-      l.local.addr = reinterpret_cast<std::uintptr_t>(l.rx);
-      l.local.rkey = lane.mr->rkey;
-      l.local.bytes = region_bytes();
+      l.local = local_endpoint(lane, l.qp, lane.mr, l.rx, region_bytes());
       pr->links.push_back(std::move(l));
     }
     peers_[static_cast<std::size_t>(r)] = std::move(pr);
@@ -320,8 +288,8 @@ std::string VerbsTransport::describe() const {
   std::string out;
   for (const auto& l : lanes_) {
     out += l->name + ": GID[" + std::to_string(l->gid.index) + "] " + gid_text(l->gid.gid) + " (" +
-           l->gid.source + "), path MTU " + std::to_string(mtu_bytes(l->port.active_mtu)) +
-           ", QP timeout 2^" + std::to_string(timeouts_.timeout) + " x 4.096 us x " +
+           l->gid.source + "), path MTU " + std::to_string(l->mtu()) + ", QP timeout 2^" +
+           std::to_string(timeouts_.timeout) + " x 4.096 us x " +
            std::to_string(timeouts_.retry_cnt + 1) + " = " +
            std::to_string(static_cast<long>(timeouts_.give_up_ms)) + " ms\n";
   }

@@ -31,10 +31,7 @@
 #include <vector>
 
 #include "transport/transport.hpp"
-#include "transport/verbs/endpoint.hpp"
-#include "transport/verbs/gid.hpp"
-#include "transport/verbs/handles.hpp"
-#include "transport/verbs/limits.hpp"
+#include "verbs/port.hpp"
 
 namespace spark::transport {
 

@@ -1,11 +1,11 @@
-#include "transport/verbs/handles.hpp"
+#include "verbs/handles.hpp"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
-#include "transport/verbs/limits.hpp"
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/limits.hpp"
+#include "verbs/verbs_error.hpp"
 
 namespace spark::verbs {
 

@@ -1,10 +1,10 @@
-#include "transport/verbs/qp.hpp"
+#include "verbs/qp.hpp"
 
 #include <cerrno>
 #include <cstdio>
 #include <random>
 
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 namespace spark::verbs {
 

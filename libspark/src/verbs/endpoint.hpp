@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/verbs/gid.hpp"
+#include "verbs/gid.hpp"
 
 namespace spark::verbs {
 

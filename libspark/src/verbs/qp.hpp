@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "transport/verbs/endpoint.hpp"
-#include "transport/verbs/handles.hpp"
-#include "transport/verbs/limits.hpp"
+#include "verbs/endpoint.hpp"
+#include "verbs/handles.hpp"
+#include "verbs/limits.hpp"
 
 namespace spark::verbs {
 

@@ -1,4 +1,4 @@
-#include "transport/verbs/gid.hpp"
+#include "verbs/gid.hpp"
 
 #include <arpa/inet.h>
 
@@ -9,7 +9,7 @@
 #include <map>
 
 #include "spark/error.hpp"
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 namespace spark::verbs {
 namespace fs = std::filesystem;

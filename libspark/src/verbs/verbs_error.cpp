@@ -1,4 +1,4 @@
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 #include <cstdio>
 #include <cstring>

@@ -1,11 +1,11 @@
-#include "transport/verbs/limits.hpp"
+#include "verbs/limits.hpp"
 
 #include <sys/resource.h>
 
 #include <cerrno>
 #include <cmath>
 
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 namespace spark::verbs {
 

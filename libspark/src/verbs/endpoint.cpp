@@ -1,8 +1,8 @@
-#include "transport/verbs/endpoint.hpp"
+#include "verbs/endpoint.hpp"
 
 #include <cstring>
 
-#include "transport/verbs/verbs_error.hpp"
+#include "verbs/verbs_error.hpp"
 
 namespace spark::verbs {
 namespace {

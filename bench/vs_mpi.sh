@@ -1,124 +1,172 @@
 #!/usr/bin/env bash
-# libspark vs Open MPI: 2-rank float-sum allreduce over shared memory and over tcp loopback,
-# same sizes, one run, ratios printed. Never part of the pass/fail suite.
-#   bench/vs_mpi.sh [-B build-dir] [-n ranks] [-b min] [-e max] [-f factor] [-i iters] [-r repeats] [--sparkrun]
+# libspark vs Open MPI on one machine: float-sum allreduce, same sizes and iterations, both
+# sides bound (libspark's ranks started by sparkrun, which binds them as mpirun binds Open
+# MPI's), runs interleaved, medians; ends with every target row of issue 17 and met / NOT met.
+# Never part of the pass/fail suite.
+#   bench/vs_mpi.sh [-B build-dir] [-r repeats] [-i iters] [--unbound] [--only CASES]
 #   bench/vs_mpi.sh --pairs N [-b size] [-i iters] [-B build-dir] [-n ranks]   (latency, shm only)
-# Each configuration runs `repeats` times, interleaved (spark, mpi, spark, mpi, ...), and the
-# median per size is reported: the machine is shared and noisy.
-# --pairs N: N paired runs at ONE size (-b, default 1024) over shm, in alternating order
-# (spark then mpi, mpi then spark, ...); each run prints its in-process time per iteration
-# (slowest rank's mean over -i iterations, default 20000). The ratio spark/mpi is taken pair by
-# pair, so a drift of the machine's speed hits both sides of a pair alike; reported: medians,
-# minima and the median / min / max of the per-pair ratios (< 1: libspark is faster).
-# Targets (issue 4): shm 16 MiB algbw >= 1.3x Open MPI; 1 KiB latency <= Open MPI;
-# tcp 16 MiB algbw >= 1.2x Open MPI with --mca btl tcp,self.
+# Cases (--only takes a comma list): shm2 (2 ranks shm, 1 KiB - 16 MiB), work (the same with
+# 200 +- 50 us of computation per rank before each call, as in a decode step; the collective's
+# own time is compared), shm3 (3 ranks on this machine's CPUs, shm, 1 KiB), tcp2 (2 ranks over
+# tcp loopback, Open MPI with --mca btl tcp,self, 1 KiB - 16 MiB).
+# --unbound: start libspark's ranks through the environment rendezvous, unbound (the old way;
+# not a fair comparison: mpirun binds Open MPI's ranks to cores).
+# --pairs N: N paired runs at ONE size (-b, default 1024) over shm, in alternating order; each
+# run prints its in-process time per iteration (slowest rank's mean over -i iterations,
+# default 20000); the ratio spark/mpi is taken pair by pair (< 1: libspark is faster).
+# SPARK_SPIN_US, when set, is passed to libspark's ranks (to compare wait settings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build ranks=2 lo=1024 hi=$((16 << 20)) factor=4 iters= repeats=3 use_sparkrun=0 pairs=0
+build=build ranks=2 lo=1024 iters= repeats=3 bound=1 pairs=0 only=shm2,work,shm3,tcp2
 while [ $# -gt 0 ]; do
   case "$1" in
     -B) build=$2; shift 2 ;;
     -n) ranks=$2; shift 2 ;;
     -b) lo=$2; shift 2 ;;
-    -e) hi=$2; shift 2 ;;
-    -f) factor=$2; shift 2 ;;
     -i) iters=$2; shift 2 ;;
     -r) repeats=$2; shift 2 ;;
-    --sparkrun) use_sparkrun=1; shift ;;
+    --unbound) bound=0; shift ;;
+    --sparkrun) bound=1; shift ;;  # the default now; kept for old command lines
+    --only) only=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "vs_mpi.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-perf=$build/examples/allreduce_perf
+perf=$build/examples/allreduce_perf sparkrun=$build/launcher/sparkrun
 [ -x "$perf" ] || { echo "vs_mpi.sh: $perf not found; build the allreduce_perf target first" >&2; exit 1; }
+[ "$bound" = 0 ] || [ -x "$sparkrun" ] ||
+  { echo "vs_mpi.sh: $sparkrun not found; build the sparkrun target (or pass --unbound)" >&2; exit 1; }
 command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null ||
   { echo "vs_mpi.sh: needs mpicc.openmpi and mpirun.openmpi (apt-get install libopenmpi-dev openmpi-bin)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mpicc.openmpi -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if [ "$pairs" -gt 0 ]; then hi=$lo iters=${iters:-20000}; else iters=${iters:-20}; fi
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
-# spark TRANSPORT OUT: CSV "size,time_us,algbw"
+# spark RANKS TRANSPORT LO HI WORK(us:jitter or "") ITERS -> CSV "size,time_us,algbw,coll_us"
 spark() {
-  local transport=$1 out=$2
-  if [ "$use_sparkrun" = 1 ] && [ -x "$build/launcher/sparkrun" ]; then
-    SPARK_TRANSPORT=$transport "$build/launcher/sparkrun" -n "$ranks" "$perf" --csv -b "$lo" -e "$hi" -f "$factor" -n "$iters" -w 5 -c 0
+  local n=$1 transport=$2 b=$3 e=$4 work=$5 it=$6
+  local args=(--csv -b "$b" -e "$e" -f 4 -n "$it" -w 5 -c 0 ${work:+--work "$work"})
+  if [ "$bound" = 1 ]; then
+    SPARK_TRANSPORT=$transport "$sparkrun" -n "$n" ${SPARK_SPIN_US:+-x SPARK_SPIN_US} "$perf" "${args[@]}"
   else
     local port=$((20000 + RANDOM % 30000)) r pids=()
-    for ((r = 1; r < ranks; r++)); do
-      SPARK_TRANSPORT=$transport SPARK_SIZE=$ranks SPARK_RANK=$r SPARK_RENDEZVOUS=127.0.0.1:$port \
-        "$perf" --csv -b "$lo" -e "$hi" -f "$factor" -n "$iters" -w 5 -c 0 >/dev/null &
+    for ((r = 1; r < n; r++)); do
+      SPARK_TRANSPORT=$transport SPARK_SIZE=$n SPARK_RANK=$r SPARK_RENDEZVOUS=127.0.0.1:$port \
+        "$perf" "${args[@]}" >/dev/null &
       pids+=($!)
     done
-    SPARK_TRANSPORT=$transport SPARK_SIZE=$ranks SPARK_RANK=0 SPARK_RENDEZVOUS=127.0.0.1:$port \
-      "$perf" --csv -b "$lo" -e "$hi" -f "$factor" -n "$iters" -w 5 -c 0
+    SPARK_TRANSPORT=$transport SPARK_SIZE=$n SPARK_RANK=0 SPARK_RENDEZVOUS=127.0.0.1:$port \
+      "$perf" "${args[@]}"
     wait "${pids[@]}"
-  fi | awk -F, 'NR > 1 && $1 == "allreduce" { print $4 "," $9 "," $10 }' >"$out"
+  fi | awk -F, 'NR > 1 && $1 == "allreduce" { print $4 "," $9 "," $10 "," $13 }'
 }
-mpi() {  # MCA-ARGS... ; CSV on stdout
-  mpirun.openmpi --oversubscribe -n "$ranks" "$@" "$tmp/mpi_allreduce" -b "$lo" -e "$hi" -f "$factor" -n "$iters" -w 5 |
-    awk -F, 'NR > 1'
+# mpi RANKS TRANSPORT LO HI WORK ITERS -> the same CSV (mpirun binds to cores by default)
+mpi() {
+  local n=$1 transport=$2 b=$3 e=$4 work=$5 it=$6 mca=()
+  [ "$transport" = tcp ] && mca=(--mca btl tcp,self)
+  local w=()
+  [ -n "$work" ] && w=(-W "${work%%:*}" -J "${work##*:}")
+  mpirun.openmpi --oversubscribe -n "$n" "${mca[@]}" "$tmp/mpi_allreduce" -b "$b" -e "$e" -f 4 \
+    -n "$it" -w 5 "${w[@]}" | awk -F, 'NR > 1'
 }
 
 if [ "$pairs" -gt 0 ]; then
+  iters=${iters:-20000}
   for ((k = 0; k < pairs; k++)); do
     if ((k % 2 == 0)); then
-      spark shm "$tmp/s.$k"; mpi >"$tmp/m.$k"
+      spark "$ranks" shm "$lo" "$lo" "" "$iters" >"$tmp/s.$k"; mpi "$ranks" shm "$lo" "$lo" "" "$iters" >"$tmp/m.$k"
     else
-      mpi >"$tmp/m.$k"; spark shm "$tmp/s.$k"
+      mpi "$ranks" shm "$lo" "$lo" "" "$iters" >"$tmp/m.$k"; spark "$ranks" shm "$lo" "$lo" "" "$iters" >"$tmp/s.$k"
     fi
   done
-  python3 - "$tmp" "$pairs" "$lo" "$ranks" "$iters" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+  python3 - "$tmp" "$pairs" "$lo" "$ranks" "$iters" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import statistics, sys
-tmp, pairs, size, ranks, iters, load = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+tmp, pairs, size, ranks, iters, l0, l1 = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 def t(path):
     line = open(path).read().split()
     return float(line[-1].split(",")[1]) if line else float("nan")
 s = [t(f"{tmp}/s.{k}") for k in range(pairs)]
 m = [t(f"{tmp}/m.{k}") for k in range(pairs)]
 r = [a / b for a, b in zip(s, m)]
-print(f"== {size} B allreduce, {ranks} ranks, shm, float sum: {pairs} alternating pairs x {iters} iterations (load {load})")
+print(f"== {size} B allreduce, {ranks} ranks, shm, float sum: {pairs} alternating pairs x {iters} iterations (load {l0} -> {l1})")
 print("pair  spark_us  mpi_us  spark/mpi")
 for k in range(pairs):
     print(f"{k:>4} {s[k]:>9.2f} {m[k]:>7.2f} {r[k]:>10.2f}")
 print(f"median: spark {statistics.median(s):.2f} us, mpi {statistics.median(m):.2f} us; "
       f"min: spark {min(s):.2f} us, mpi {min(m):.2f} us")
-print(f"per-pair spark/mpi: median {statistics.median(r):.2f}, min {min(r):.2f}, max {max(r):.2f} "
-      f"(target: median <= 1.0); pairs where spark was faster: {sum(x < 1 for x in r)}/{pairs}")
+print(f"per-pair spark/mpi: median {statistics.median(r):.2f}, min {min(r):.2f}, max {max(r):.2f}; "
+      f"pairs where spark was faster: {sum(x < 1 for x in r)}/{pairs}")
 PY
   exit 0
 fi
 
+iters=${iters:-100}
+# case name, ranks, transport, lo, hi, work
+cases=("shm2 2 shm 1024 16777216 -" "work 2 shm 1024 16777216 200:50" "shm3 3 shm 1024 1024 -"
+       "tcp2 2 tcp 1024 16777216 -")
 for ((k = 0; k < repeats; k++)); do
-  spark shm "$tmp/spark_shm.$k"
-  mpi >"$tmp/mpi_shm.$k"
-  spark tcp "$tmp/spark_tcp.$k"
-  mpi --mca btl tcp,self >"$tmp/mpi_tcp.$k"
+  for c in "${cases[@]}"; do
+    read -r name n transport b e work <<<"$c"
+    [[ ",$only," == *",$name,"* ]] || continue
+    [ "$work" = - ] && work=
+    if ((k % 2 == 0)); then
+      spark "$n" "$transport" "$b" "$e" "$work" "$iters" >"$tmp/spark_$name.$k"
+      mpi "$n" "$transport" "$b" "$e" "$work" "$iters" >"$tmp/mpi_$name.$k"
+    else
+      mpi "$n" "$transport" "$b" "$e" "$work" "$iters" >"$tmp/mpi_$name.$k"
+      spark "$n" "$transport" "$b" "$e" "$work" "$iters" >"$tmp/spark_$name.$k"
+    fi
+  done
 done
 
-# Median per size over the repeats, then the ratios (python3: mawk has no sort).
-report() {  # NAME SPARK-GLOB MPI-GLOB
-  python3 - "$1" "$ranks" "$repeats" "$2" "$3" <<'PY'
+python3 - "$tmp" "$repeats" "$iters" "$bound" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import glob, statistics, sys
-name, ranks, repeats, sg, mg = sys.argv[1:]
+tmp, repeats, iters, bound, l0, l1 = sys.argv[1:]
 def load(pattern):
     rows = {}
     for f in glob.glob(pattern):
         for line in open(f):
-            size, t, bw = line.strip().split(",")
-            rows.setdefault(int(size), []).append((float(t), float(bw)))
-    return {s: (statistics.median(t for t, _ in v), statistics.median(b for _, b in v)) for s, v in rows.items()}
-sp, mp = load(sg), load(mg)
-print(f"== {name}: {ranks} ranks, float sum, median of {repeats} runs (time us, algbw GB/s)")
-print(f"{'size':>12} {'spark_us':>10} {'mpi_us':>10} {'t_ratio':>8} {'spark_bw':>10} {'mpi_bw':>10} {'bw_ratio':>8}")
-for s in sorted(set(sp) & set(mp)):
-    (st, sb), (mt, mb) = sp[s], mp[s]
-    print(f"{s:>12} {st:>10.2f} {mt:>10.2f} {mt / st:>8.2f} {sb:>10.3f} {mb:>10.3f} {(sb / mb if mb else 0):>8.2f}")
+            size, t, bw, coll = line.strip().split(",")[:4]
+            rows.setdefault(int(size), []).append((float(t), float(bw), float(coll)))
+    return {s: tuple(statistics.median(x[i] for x in v) for i in range(3)) for s, v in rows.items()}
+titles = {"shm2": "2 ranks, shared memory (Open MPI: default btl, vader + CMA)",
+          "work": "2 ranks, shared memory, work step 200 +- 50 us before each call (coll_us: the call's own time)",
+          "shm3": "3 ranks on this machine's CPUs, shared memory",
+          "tcp2": "2 ranks, tcp loopback (Open MPI: --mca btl tcp,self)"}
+data = {}
+for name, title in titles.items():
+    sp, mp = load(f"{tmp}/spark_{name}.*"), load(f"{tmp}/mpi_{name}.*")
+    if not sp or not mp:
+        continue
+    data[name] = (sp, mp)
+    print(f"== {title}: median of {repeats} runs x {iters} iterations")
+    print(f"{'size':>10} {'spark_us':>10} {'mpi_us':>10} {'spark_coll':>11} {'mpi_coll':>10} {'coll_ratio':>10} {'spark_GB/s':>10} {'mpi_GB/s':>9} {'bw_ratio':>8}")
+    for s in sorted(set(sp) & set(mp)):
+        (st, sb, sc), (mt, mb, mc) = sp[s], mp[s]
+        print(f"{s:>10} {st:>10.2f} {mt:>10.2f} {sc:>11.2f} {mc:>10.2f} {sc / mc:>10.2f} {sb:>10.3f} {mb:>9.3f} {(sb / mb if mb else 0):>8.2f}")
+print(f"(coll_ratio = spark / Open MPI time of the call itself: < 1 means libspark is faster; "
+      f"bw_ratio = spark / Open MPI algbw; libspark ranks {'bound by sparkrun' if bound == '1' else 'UNBOUND (--unbound)'})")
+print(f"== targets (issue 17), default settings, load average {l0} at the start, {l1} at the end")
+def row(what, case, size, kind, target):
+    if case not in data or size not in data[case][0] or size not in data[case][1]:
+        return
+    (st, sb, sc), (mt, mb, mc) = data[case][0][size], data[case][1][size]
+    if kind == "time":
+        v = sc / mc
+        ok = v <= target
+        print(f"{what:<52} time ratio {v:5.2f} (spark {sc:.2f} us, mpi {mc:.2f} us), target <= {target}: {'met' if ok else 'NOT met'}")
+    else:
+        v = sb / mb if mb else 0
+        ok = v >= target
+        print(f"{what:<52} algbw ratio {v:5.2f} (spark {sb:.3f}, mpi {mb:.3f} GB/s), target >= {target}: {'met' if ok else 'NOT met'}")
+for case, label in (("shm2", "2 ranks shm"), ("work", "2 ranks shm, work step")):
+    for s in (1024, 4096, 16384, 65536, 262144):
+        row(f"{label}, {s // 1024} KiB", case, s, "time", 0.5)
+    row(f"{label}, 16 MiB", case, 16 << 20, "bw", 1.3)
+row("3 ranks on 2 cpus shm, 1 KiB", "shm3", 1024, "time", 1.0)
+row("tcp loopback 2 ranks, 1 KiB", "tcp2", 1024, "time", 1.0)
+row("tcp loopback 2 ranks, 16 MiB", "tcp2", 16 << 20, "bw", 1.2)
 PY
-}
-report "shared memory (Open MPI default btl)" "$tmp/spark_shm.*" "$tmp/mpi_shm.*"
-report "tcp loopback (Open MPI --mca btl tcp,self)" "$tmp/spark_tcp.*" "$tmp/mpi_tcp.*"
-echo "(t_ratio = mpi_time / spark_time: > 1 means libspark is faster; bw_ratio = spark_bw / mpi_bw)"
-echo "targets: shm 16777216 bw_ratio >= 1.3; shm 1024 t_ratio >= 1.0; tcp 16777216 bw_ratio >= 1.2"

@@ -25,6 +25,7 @@ namespace {
 constexpr std::uint32_t kData = 1;
 constexpr std::uint32_t kCredit = 2;
 constexpr std::size_t kSlotHeader = 64;            // header area in front of each rx payload
+constexpr std::size_t kRxBuffer = 16 * 1024;       // small frames arrive whole through this
 constexpr std::uint32_t kHelloMagic = 0x5350524b;  // "SPRK"
 constexpr std::uint32_t kRelayMagic = 0x5350524c;  // "SPRL": please forward to `dst`
 
@@ -188,6 +189,7 @@ void TcpTransport::setup_conn(Conn& c, int fd, int lane, std::string name, std::
   std::size_t rx = opt_.slots * (kSlotHeader + opt_.slot_bytes);
   c.rx_slots = std::make_unique<std::byte[]>(rx);
   std::memset(c.rx_slots.get(), 0, rx);
+  c.rx_buf = std::make_unique<std::byte[]>(kRxBuffer);
   c.tx_slots = std::make_unique<std::byte[]>(opt_.slots * opt_.slot_bytes);
   std::memset(c.tx_slots.get(), 0, opt_.slots * opt_.slot_bytes);
   c.credits = static_cast<std::uint32_t>(opt_.slots);
@@ -524,39 +526,74 @@ void TcpTransport::flush(Conn& c) {
 }
 
 void TcpTransport::read_some(Conn& c) {
+  // Small frames arrive whole in one recv into the connection's receive buffer and are copied
+  // into their slot from there (one system call per message: before, a recv for the header,
+  // one for the payload and one more that found nothing). The rest of a large payload goes
+  // straight from the socket into its slot. A short read means the socket is drained for now.
   while (!c.closed) {
-    ssize_t r;
-    if (c.rx_got < sizeof(MsgHeader)) {
-      r = ::recv(c.fd, reinterpret_cast<char*>(&c.rx_header) + c.rx_got,
-                 sizeof(MsgHeader) - c.rx_got, MSG_DONTWAIT);
+    if (c.rx_pos == c.rx_end) {
+      const std::size_t header_left =
+          c.rx_got < sizeof(MsgHeader) ? sizeof(MsgHeader) - c.rx_got : 0;
+      const std::size_t payload_left =
+          header_left == 0 ? sizeof(MsgHeader) + c.rx_header.bytes - c.rx_got : 0;
+      std::byte* dst;
+      std::size_t want;
+      bool buffered = true;
+      if (payload_left >= kRxBuffer) {
+        if (c.rx_filled - c.rx_consumed >= opt_.slots) return;  // cannot happen with credits
+        dst = c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes) +
+              kSlotHeader + (c.rx_got - sizeof(MsgHeader));
+        want = payload_left;
+        buffered = false;
+      } else {
+        dst = c.rx_buf.get();
+        want = kRxBuffer;
+      }
+      const ssize_t r = ::recv(c.fd, dst, want, MSG_DONTWAIT);
+      if (r == 0) {
+        mark_closed(c, "connection closed by the peer");
+        return;
+      }
+      if (r < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        mark_closed(c, std::string("receive failed: ") + std::strerror(errno));
+        return;
+      }
+      const auto got = static_cast<std::size_t>(r);
+      c.rx_drained = got < want;
+      if (buffered) {
+        c.rx_pos = 0;
+        c.rx_end = got;
+      } else {
+        c.rx_got += got;
+      }
+    } else if (c.rx_got < sizeof(MsgHeader)) {
+      const std::size_t n = std::min(sizeof(MsgHeader) - c.rx_got, c.rx_end - c.rx_pos);
+      std::memcpy(reinterpret_cast<std::byte*>(&c.rx_header) + c.rx_got, c.rx_buf.get() + c.rx_pos,
+                  n);
+      c.rx_pos += n;
+      c.rx_got += n;
+      if (c.rx_got == sizeof(MsgHeader)) {
+        const std::uint32_t type = c.rx_header.kind & 0xff;
+        c.credits += c.rx_header.kind >> 8;
+        if (type == kCredit) {
+          c.rx_got = 0;
+          continue;
+        }
+        if (type != kData || c.rx_header.bytes > opt_.slot_bytes) {
+          mark_closed(c, "protocol error (bad frame)");
+          return;
+        }
+      }
     } else {
       if (c.rx_filled - c.rx_consumed >= opt_.slots) return;  // cannot happen with credits
       std::byte* slot =
           c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
-      std::size_t off = c.rx_got - sizeof(MsgHeader);
-      r = ::recv(c.fd, slot + kSlotHeader + off, c.rx_header.bytes - off, MSG_DONTWAIT);
-    }
-    if (r == 0) {
-      mark_closed(c, "connection closed by the peer");
-      return;
-    }
-    if (r < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-      mark_closed(c, std::string("receive failed: ") + std::strerror(errno));
-      return;
-    }
-    c.rx_got += static_cast<std::size_t>(r);
-    if (c.rx_got == sizeof(MsgHeader)) {
-      std::uint32_t type = c.rx_header.kind & 0xff;
-      c.credits += c.rx_header.kind >> 8;
-      if (type == kCredit) {
-        c.rx_got = 0;
-        continue;
-      }
-      if (type != kData || c.rx_header.bytes > opt_.slot_bytes) {
-        mark_closed(c, "protocol error (bad frame)");
-        return;
-      }
+      const std::size_t off = c.rx_got - sizeof(MsgHeader);
+      const std::size_t n = std::min<std::size_t>(c.rx_header.bytes - off, c.rx_end - c.rx_pos);
+      std::memcpy(slot + kSlotHeader + off, c.rx_buf.get() + c.rx_pos, n);
+      c.rx_pos += n;
+      c.rx_got += n;
     }
     if (c.rx_got >= sizeof(MsgHeader) && c.rx_got == sizeof(MsgHeader) + c.rx_header.bytes) {
       std::byte* slot =
@@ -564,6 +601,10 @@ void TcpTransport::read_some(Conn& c) {
       std::memcpy(slot, &c.rx_header, sizeof(MsgHeader));
       ++c.rx_filled;
       c.rx_got = 0;
+    }
+    if (c.rx_pos == c.rx_end && c.rx_drained) {
+      c.rx_drained = false;  // the next call asks the socket again
+      return;
     }
   }
 }
@@ -666,7 +707,13 @@ void TcpTransport::block(int, WaitKind, std::chrono::microseconds max) {
   std::vector<pollfd> fds;
   fds.reserve(all_.size());
   for (Conn* c : all_) {
-    owe_credits(*c, true);
+    // Hand back owed credits only when the peer may have run out of them: it has sent a full
+    // mailbox that we have not credited yet (frames still on their way wake this ppoll, and
+    // the next block() looks again). Otherwise they ride on our next data frame: a credit
+    // frame here cost a system call and woke a blocked peer for nothing, once per message.
+    if (c->credits_owed > 0 &&
+        c->rx_filled - (c->rx_consumed - c->credits_owed) + (c->rx_got > 0 ? 1 : 0) >= opt_.slots)
+      owe_credits(*c, true);
     if (c->closed) return;
     fds.push_back({c->fd, static_cast<short>(POLLIN | (c->queue.empty() ? 0 : POLLOUT)), 0});
   }

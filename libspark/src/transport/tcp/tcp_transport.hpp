@@ -117,7 +117,10 @@ class TcpTransport final : public Transport {
     std::unique_ptr<std::byte[]> rx_slots;
     std::uint64_t rx_filled = 0, rx_consumed = 0;
     MsgHeader rx_header{};
-    std::size_t rx_got = 0;  ///< bytes of the current frame read so far
+    std::size_t rx_got = 0;               ///< bytes of the current frame read so far
+    std::unique_ptr<std::byte[]> rx_buf;  ///< bytes read but not yet parsed: [rx_pos, rx_end)
+    std::size_t rx_pos = 0, rx_end = 0;
+    bool rx_drained = false;  ///< the last recv was short: the socket had no more for now
     std::uint32_t credits_owed = 0;
     // send side
     std::unique_ptr<std::byte[]> tx_slots;  ///< staging; slot i%slots is free when credited

@@ -1,5 +1,5 @@
 // What probe ranks publish to each other through the bootstrap: `sparkrun doctor`'s rows
-// (launcher/src/doctor_job.hpp), the fabric probe protocol's result triples and port lists
+// (launcher/src/commands/doctor_job.hpp), the fabric probe protocol's result triples and port lists
 // (libspark/src/fabric/probe_protocol.hpp; wire-up, spark_fabric_discover and the doctor),
 // and RDMA device lists. Another rank's bytes are outside input: a malformed value must be a
 // spark::Error, never a crash. Byte 0 chooses the decoder.

@@ -1,4 +1,4 @@
-// The launcher's binding step (launcher/src/binding.cpp) with the real node runner: the plan
+// The launcher's binding step (launcher/src/node/binding.cpp) with the real node runner: the plan
 // is applied in each rank before exec and the rank's environment matches what it got.
 #include <gtest/gtest.h>
 #include <signal.h>

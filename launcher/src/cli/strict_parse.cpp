@@ -4,22 +4,24 @@
 #include <cmath>
 #include <string>
 
+#include "spark/protocol/number.hpp"
+
 #include "usage_error.hpp"
 
 namespace spark::launch {
 
 int parse_int(std::string_view text, int min, int max, std::string_view what) {
-  long long value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec == std::errc::invalid_argument || ptr != end) {
-    throw UsageError(std::string(what) + ": '" + std::string(text) + "' is not a whole number");
+  std::int64_t value = 0;
+  switch (protocol::parse_integer(text, min, max, value)) {
+    case protocol::Integer::ok:
+      return static_cast<int>(value);
+    case protocol::Integer::not_integer:
+      throw UsageError(std::string(what) + ": '" + std::string(text) + "' is not a whole number");
+    case protocol::Integer::out_of_range:
+      break;
   }
-  if (ec == std::errc::result_out_of_range || value < min || value > max) {
-    throw UsageError(std::string(what) + ": " + std::string(text) + " is out of range (" +
-                     std::to_string(min) + ".." + std::to_string(max) + ")");
-  }
-  return static_cast<int>(value);
+  throw UsageError(std::string(what) + ": " + std::string(text) + " is out of range (" +
+                   std::to_string(min) + ".." + std::to_string(max) + ")");
 }
 
 double parse_seconds(std::string_view text, std::string_view what) {

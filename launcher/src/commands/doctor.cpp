@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +18,9 @@
 #include <vector>
 
 #include "options.hpp"
+#include "spark/protocol/number.hpp"
+#include "strict_parse.hpp"
+#include "usage_error.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
 #include <infiniband/verbs.h>
@@ -244,9 +246,9 @@ HostFacts gather(const std::string& sysfs) {
     }
     if (!d.netdev.empty()) {
       std::string m = first_line(fs::path(sysfs) / "class/net" / d.netdev / "mtu");
-      int v = 0;
-      auto [p, ec] = std::from_chars(m.data(), m.data() + m.size(), v);
-      if (ec == std::errc() && p == m.data() + m.size()) d.netdev_mtu = v;
+      std::int64_t v = 0;
+      if (protocol::parse_integer(m, 0, INT32_MAX, v) == protocol::Integer::ok)
+        d.netdev_mtu = static_cast<int>(v);
     }
     f.devices.push_back(std::move(d));
   }
@@ -298,14 +300,12 @@ bool launch_takes_value(const std::string& a) {
 }
 
 int parse_number(const std::string& opt, const std::string& v, int lo, int hi) {
-  int x = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (v.empty() || ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi) {
-    std::fprintf(stderr, "sparkrun doctor: %s '%s' is not a number %d..%d\n", opt.c_str(),
-                 v.c_str(), lo, hi);
+  try {
+    return parse_int(v, lo, hi, opt);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "sparkrun doctor: %s\n", e.what());
     return -1;
   }
-  return x;
 }
 
 // The probe program: $SPARK_DOCTOR_PROBE, the build tree's, or next to sparkrun.

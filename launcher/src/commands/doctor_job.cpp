@@ -1,10 +1,11 @@
 #include "doctor_job.hpp"
 
 #include <algorithm>
-#include <charconv>
+#include <cstdint>
 #include <cstdio>
 
 #include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
 
 namespace spark::launch::doctor {
 
@@ -66,9 +67,10 @@ std::vector<JobRow> decode_rows(const std::string& text) {
     if (f.size() != 8) throw Error("doctor: malformed result line from a rank: '" + line + "'");
     JobRow r;
     r.host = f[0];
-    auto [p, ec] = std::from_chars(f[1].data(), f[1].data() + f[1].size(), r.rank);
-    if (f[1].empty() || ec != std::errc() || p != f[1].data() + f[1].size() || r.rank < -1)
+    std::int64_t rank = 0;
+    if (protocol::parse_integer(f[1], -1, INT32_MAX, rank) != protocol::Integer::ok)
       throw Error("doctor: malformed rank '" + f[1] + "' in a result line");
+    r.rank = static_cast<int>(rank);
     r.check = f[2];
     r.lane = f[3];
     r.peer = f[4];

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
+
+#include "spark/protocol/number.hpp"
 
 extern char** environ;
 
@@ -19,15 +21,13 @@ const std::string* find(const std::map<std::string, std::string>& env, const std
 }
 
 int positive_int(const std::string& text, std::string_view name) {
-  int value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end || value < 1) {
+  std::int64_t value = 0;
+  if (protocol::parse_integer(text, 1, INT32_MAX, value) != protocol::Integer::ok) {
     throw SlurmError(std::string(name) + "='" + text +
                      "' is not a positive integer; is the SLURM environment intact? "
                      "(unset SLURM_JOB_ID to run sparkrun outside the allocation)");
   }
-  return value;
+  return static_cast<int>(value);
 }
 
 std::string short_name(std::string_view host) {

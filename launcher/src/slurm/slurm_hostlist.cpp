@@ -1,9 +1,9 @@
 #include "slurm_hostlist.hpp"
 
-#include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <string>
+
+#include "spark/protocol/number.hpp"
 
 namespace spark::launch::slurm {
 namespace {
@@ -40,12 +40,10 @@ constexpr std::size_t kMaxDigits = 9;
 std::uint64_t parse_number(std::string_view digits, std::string_view what, std::string_view text) {
   if (digits.empty()) fail(what, text, "empty number in a range");
   if (digits.size() > kMaxDigits) fail(what, text, "number '" + std::string(digits) + "' too long");
-  for (char c : digits) {
-    if (!is_digit(c)) fail(what, text, "'" + std::string(digits) + "' is not a number");
-  }
-  std::uint64_t value = 0;
-  std::from_chars(digits.data(), digits.data() + digits.size(), value);  // digits only: cannot fail
-  return value;
+  std::int64_t value = 0;
+  if (protocol::parse_integer(digits, 0, INT64_MAX, value) != protocol::Integer::ok)
+    fail(what, text, "'" + std::string(digits) + "' is not a number");
+  return static_cast<std::uint64_t>(value);
 }
 
 std::vector<Range> parse_group(std::string_view body, std::string_view what,
@@ -178,13 +176,12 @@ std::vector<int> expand_counts(std::string_view text, std::string_view what) {
                      " (expected e.g. '2(x3),1')");
   };
   auto number = [&](std::string_view digits) -> int {
-    if (digits.empty() || digits.size() > kMaxDigits ||
-        !std::all_of(digits.begin(), digits.end(), is_digit)) {
+    std::int64_t value = 0;
+    if (digits.size() > kMaxDigits ||
+        protocol::parse_integer(digits, 0, INT32_MAX, value) != protocol::Integer::ok) {
       bad("'" + std::string(digits) + "' is not a count");
     }
-    int value = 0;
-    std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    return value;
+    return static_cast<int>(value);
   };
   if (text.empty()) bad("empty");
   std::vector<int> counts;

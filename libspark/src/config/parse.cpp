@@ -2,11 +2,10 @@
 // would be accepted; "" never becomes 0 and "12x" never becomes 12.
 #include <fmt/format.h>
 
-#include <limits>
-
 #include "config/config.hpp"
 #include "config/messages.hpp"
 #include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
 
 namespace spark::config {
 
@@ -53,28 +52,16 @@ std::string_view empty_reason(const Knob& knob) {
 
 std::int64_t parse_integer(const Knob& knob, std::string_view value) {
   if (value.empty()) throw ConfigError(refusal(knob, value, empty_reason(knob)));
-  std::size_t i = 0;
-  const bool negative = value[0] == '-';
-  if (negative) i = 1;
-  if (i == value.size()) throw ConfigError(refusal(knob, value, "not a decimal integer"));
-  // Accumulate with an explicit overflow check: strtoll would silently clamp or accept "12x".
-  constexpr std::int64_t kLimit = std::numeric_limits<std::int64_t>::max() / 10 - 10;
   std::int64_t result = 0;
-  bool overflow = false;
-  for (; i < value.size(); ++i) {
-    const char c = value[i];
-    if (c < '0' || c > '9') throw ConfigError(refusal(knob, value, "not a decimal integer"));
-    if (result > kLimit) {
-      overflow = true;
-    } else {
-      result = result * 10 + (c - '0');
-    }
+  switch (protocol::parse_integer(value, knob.min, knob.max, result)) {
+    case protocol::Integer::ok:
+      return result;
+    case protocol::Integer::not_integer:
+      throw ConfigError(refusal(knob, value, "not a decimal integer"));
+    case protocol::Integer::out_of_range:
+      break;
   }
-  if (negative) result = -result;
-  if (overflow || result < knob.min || result > knob.max) {
-    throw ConfigError(refusal(knob, value, "out of range"));
-  }
-  return result;
+  throw ConfigError(refusal(knob, value, "out of range"));
 }
 
 std::string_view parse_choice(const Knob& knob, std::string_view value) {

@@ -33,6 +33,7 @@
 #include "orphan_guard.hpp"
 #include "spawn.hpp"
 #include "stderr_output.hpp"
+#include "transport/shm/segment_name.hpp"
 #ifdef SPARK_LAUNCH_HAVE_PMIX
 #include "local_topology.hpp"
 #include "pmix_server.hpp"
@@ -529,7 +530,8 @@ int Runner::run() {
   setup_loop();
   // Before PMIx creates threads: the watcher is forked from a single-threaded process.
   guard_ = std::make_unique<OrphanGuard>(static_cast<int>(spec_.plan.size));
-  guard_->remove_on_death(tmp.path());
+  const std::string shm_prefix = transport::shm_segment::job_prefix(spec_.job_id);
+  guard_->remove_on_death(tmp.path(), shm_prefix);
   trace(guard_->forked() ? "orphan watcher started (fork: clone(CLONE_VM) refused here)"
                          : "orphan watcher started");
 #ifdef SPARK_LAUNCH_HAVE_PMIX
@@ -605,6 +607,9 @@ int Runner::run() {
   if (spec_.timeout_s) arm(timeout_timer_.get(), *spec_.timeout_s);
   loop();
   trace("every rank ended");
+  // Segments of ranks that died before unlinking theirs (killed during wire-up).
+  if (const int n = OrphanGuard::remove_shm_leftovers(shm_prefix); n > 0)
+    trace("removed " + std::to_string(n) + " shm segment(s) the ranks left in /dev/shm");
   guard_->disarm();
 #ifdef SPARK_LAUNCH_HAVE_PMIX
   run_posted();  // aborts queued at the very end: release their PMIx waits now

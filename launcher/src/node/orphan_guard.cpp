@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,10 +24,11 @@ namespace {
 // is reaped, to unmap it. The mapping is MAP_SHARED so that a watcher made by the fork()
 // fallback sees the job dir that sparkrun publishes after the fork.
 struct WatcherArea {
-  int fd;                          // read end of the pipe
-  unsigned dir_len;                // bytes of dir, published last (0: nothing to remove)
-  char dir[OrphanGuard::kMaxDir];  // the job's temp dir, removed after the kills
-  size_t capacity;                 // entries in groups
+  int fd;                                    // read end of the pipe
+  unsigned dir_len;                          // bytes of dir, published last (0: nothing to remove)
+  char dir[OrphanGuard::kMaxDir];            // the job's temp dir, removed after the kills
+  char shm_prefix[OrphanGuard::kMaxPrefix];  // the job's /dev/shm names ("" = none)
+  size_t capacity;                           // entries in groups
   size_t count;
   pid_t groups[1];  // [capacity]
 };
@@ -69,6 +71,56 @@ void remove_entries(int fd, int depth) {
         }
       }
     }
+  }
+}
+
+// Unlinks the entries of directory `dir` whose names start with `prefix` (plain system calls,
+// no allocation: the watcher calls it too). Returns how many were removed.
+int unlink_prefixed(const char* dir, const char* prefix) {
+  const std::size_t len = std::strlen(prefix);
+  if (len == 0) return 0;
+  const long fd =
+      syscall(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int count = 0;
+  char buf[2048];
+  for (bool removed = true; removed;) {  // removals while reading can shift entries: repeat
+    removed = false;
+    if (syscall(SYS_lseek, fd, 0, SEEK_SET) < 0) break;
+    for (;;) {
+      const long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+      if (n <= 0) break;
+      for (long off = 0; off < n;) {
+        struct Dirent64 {
+          std::uint64_t d_ino;
+          std::int64_t d_off;
+          unsigned short d_reclen;
+          unsigned char d_type;
+          char d_name[1];
+        };
+        const auto* e = reinterpret_cast<const Dirent64*>(buf + off);
+        off += e->d_reclen;
+        if (std::strncmp(e->d_name, prefix, len) != 0) continue;
+        if (syscall(SYS_unlinkat, fd, e->d_name, 0) == 0) {
+          ++count;
+          removed = true;
+        }
+      }
+    }
+  }
+  syscall(SYS_close, fd);
+  return count;
+}
+
+// Waits (at most ~2 s) until no process of the killed groups exists: a rank that was inside
+// shm_open() when SIGKILL came may still create its segment before it dies.
+void wait_groups_gone(const pid_t* groups, size_t count) {
+  for (int round = 0; round < 200; ++round) {
+    bool alive = false;
+    for (size_t i = 0; i < count && !alive; ++i) alive = kill(-groups[i], 0) == 0;
+    if (!alive) return;
+    struct timespec ten_ms = {0, 10 * 1000 * 1000};
+    syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ten_ms, nullptr);
   }
 }
 
@@ -128,8 +180,13 @@ int watcher_main(void* p) {
   }
   for (size_t i = 0; i < area->count; ++i) kill(-area->groups[i], SIGKILL);
   // sparkrun's TempDir destructor did not run: the job's directory (PMIx rendezvous files,
-  // in /dev/shm by default, i.e. memory) would stay behind.
-  if (__atomic_load_n(&area->dir_len, __ATOMIC_ACQUIRE) > 0) remove_tree(area->dir);
+  // in /dev/shm by default, i.e. memory) would stay behind, and so would the shm segments of
+  // ranks that were killed before they unlinked them (during wire-up).
+  if (__atomic_load_n(&area->dir_len, __ATOMIC_ACQUIRE) > 0) {
+    wait_groups_gone(area->groups, area->count);
+    remove_tree(area->dir);
+    unlink_prefixed("/dev/shm", area->shm_prefix);
+  }
   _exit(0);
 }
 
@@ -146,6 +203,7 @@ OrphanGuard::OrphanGuard(int max_groups) {
   area->capacity = capacity;
   area->count = 0;
   area->dir_len = 0;
+  area->shm_prefix[0] = 0;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     int err = errno;
@@ -204,11 +262,17 @@ void OrphanGuard::watch(pid_t pgid) {
   } while (n < 0 && errno == EINTR);
 }
 
-void OrphanGuard::remove_on_death(const std::string& dir) {
+void OrphanGuard::remove_on_death(const std::string& dir, const std::string& shm_prefix) {
   if (area_ == nullptr || dir.empty() || dir.size() >= kMaxDir) return;
   auto* area = reinterpret_cast<WatcherArea*>(static_cast<char*>(area_) + kStackSize);
   std::memcpy(area->dir, dir.c_str(), dir.size() + 1);
+  if (shm_prefix.size() < kMaxPrefix)
+    std::memcpy(area->shm_prefix, shm_prefix.c_str(), shm_prefix.size() + 1);
   __atomic_store_n(&area->dir_len, static_cast<unsigned>(dir.size()), __ATOMIC_RELEASE);
+}
+
+int OrphanGuard::remove_shm_leftovers(const std::string& shm_prefix) {
+  return unlink_prefixed("/dev/shm", shm_prefix.c_str());
 }
 
 void OrphanGuard::disarm() {

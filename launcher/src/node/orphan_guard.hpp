@@ -25,12 +25,18 @@ class OrphanGuard {
   OrphanGuard& operator=(const OrphanGuard&) = delete;
 
   static constexpr unsigned kMaxDir = 512;
+  static constexpr unsigned kMaxPrefix = 128;
 
   /// Registers a rank's process group (its pid).
   void watch(pid_t pgid);
   /// After the kills, a watcher that outlives sparkrun also removes `dir` (the job's temp
-  /// dir) and what is in it. Paths of kMaxDir bytes or more are not taken.
-  void remove_on_death(const std::string& dir);
+  /// dir) and what is in it, and, once the killed groups are gone, every /dev/shm entry whose
+  /// name starts with `shm_prefix` (the job's shm segments). Paths of kMaxDir bytes or more
+  /// are not taken; a prefix of kMaxPrefix bytes or more is ignored.
+  void remove_on_death(const std::string& dir, const std::string& shm_prefix = {});
+  /// Removes the /dev/shm entries whose names start with `shm_prefix` now (the job ended and
+  /// every rank was reaped: what is left, a rank left behind). Returns how many.
+  static int remove_shm_leftovers(const std::string& shm_prefix);
   /// An orderly exit: the watcher leaves without killing anything, and is reaped here.
   void disarm();
   pid_t pid() const { return pid_; }

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "spark/error.hpp"
+#include "transport/shm/segment_name.hpp"
 
 namespace spark::transport {
 
@@ -24,25 +25,20 @@ constexpr std::size_t kLine = 64;
 // Control words of one mailbox, each on its own cache line (sender and receiver write
 // different words; false sharing would cost every message a line bounce).
 struct alignas(kLine) Control {
-  alignas(kLine) std::atomic<std::uint32_t> head{0};      // published messages (sender)
-  alignas(kLine) std::atomic<std::uint32_t> tail{0};      // released messages (receiver)
+  alignas(kLine) std::atomic<std::uint32_t> head{0};        // published messages (sender)
+  alignas(kLine) std::atomic<std::uint32_t> tail{0};        // released messages (receiver)
   alignas(kLine) std::atomic<std::uint32_t> rx_waiting{0};  // receiver sleeps on head
   std::atomic<std::uint32_t> tx_waiting{0};                 // sender sleeps on tail
 };
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
-std::size_t slot_stride(std::size_t slot_bytes) { return kLine + slot_bytes; }
+std::size_t slot_stride(std::size_t slot_bytes) {
+  return kLine + slot_bytes;
+}
 
 long futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const timespec* ts) {
   // Not FUTEX_PRIVATE: the word lives in memory shared between processes.
   return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), op, val, ts, nullptr, 0);
-}
-
-std::string sanitize(const std::string& s) {
-  std::string out;
-  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-') ? c : '_';
-  if (out.size() > 40) out.resize(40);
-  return out;
 }
 
 std::string pid_namespace() {
@@ -74,8 +70,7 @@ ShmTransport::ShmTransport(int rank, int size, std::vector<int> node_ranks,
   region_bytes_ = (region_bytes_ + 4095) & ~std::size_t{4095};
   peers_.resize(static_cast<std::size_t>(size));
   std::random_device rd;
-  name_ = "/spark-" + sanitize(job_id) + "-" + sanitize(node_id) + "-r" + std::to_string(rank) +
-          "-" + std::to_string(::getpid()) + "-" + std::to_string(rd() & 0xffff);
+  name_ = shm_segment::name(job_id, node_id, rank, ::getpid(), rd());
   int fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) fail_errno("shm_open(" + name_ + ")");
   own_.bytes = region_bytes_ * node_ranks_.size();
@@ -96,7 +91,8 @@ ShmTransport::ShmTransport(int rank, int size, std::vector<int> node_ranks,
     errno = e;
     fail_errno("mmap(" + name_ + ")");
   }
-  for (std::size_t i = 0; i < node_ranks_.size(); ++i) new (region(own_.base, static_cast<int>(i))) Region{};
+  for (std::size_t i = 0; i < node_ranks_.size(); ++i)
+    new (region(own_.base, static_cast<int>(i))) Region{};
 }
 
 ShmTransport::~ShmTransport() {
@@ -120,7 +116,9 @@ int ShmTransport::index_of(int rank) const {
   throw Error("shm transport: rank " + std::to_string(rank) + " is not on this node");
 }
 
-ShmTransport::Peer& ShmTransport::peer(int rank) { return *peers_[static_cast<std::size_t>(rank)]; }
+ShmTransport::Peer& ShmTransport::peer(int rank) {
+  return *peers_[static_cast<std::size_t>(rank)];
+}
 
 std::string ShmTransport::endpoint() const {
   return name_ + ";" + std::to_string(::getpid()) + ";" + pid_namespace();
@@ -139,7 +137,8 @@ void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
   int fd = ::shm_open(seg.c_str(), O_RDWR, 0);
   if (fd < 0) fail_errno("shm_open(" + seg + ") of rank " + std::to_string(peer_rank));
   p->map.bytes = region_bytes_ * node_ranks_.size();
-  p->map.base = ::mmap(nullptr, p->map.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  p->map.base =
+      ::mmap(nullptr, p->map.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   int e = errno;
   ::close(fd);
   if (p->map.base == MAP_FAILED) {
@@ -162,7 +161,9 @@ void ShmTransport::unlink() noexcept {
   }
 }
 
-std::string ShmTransport::lane_name(int, WaitKind) const { return "shm"; }
+std::string ShmTransport::lane_name(int, WaitKind) const {
+  return "shm";
+}
 
 bool ShmTransport::can_send(int peer_rank) {
   Peer& p = peer(peer_rank);

@@ -31,9 +31,9 @@
 #include "net/socket.hpp"
 #include "ompi_direct_launch.hpp"
 #include "orphan_guard.hpp"
+#include "spark/protocol/shm_segment.hpp"
 #include "spawn.hpp"
 #include "stderr_output.hpp"
-#include "transport/shm/segment_name.hpp"
 #ifdef SPARK_LAUNCH_HAVE_PMIX
 #include "local_topology.hpp"
 #include "pmix_server.hpp"
@@ -530,7 +530,7 @@ int Runner::run() {
   setup_loop();
   // Before PMIx creates threads: the watcher is forked from a single-threaded process.
   guard_ = std::make_unique<OrphanGuard>(static_cast<int>(spec_.plan.size));
-  const std::string shm_prefix = transport::shm_segment::job_prefix(spec_.job_id);
+  const std::string shm_prefix = protocol::shm_segment::job_prefix(spec_.job_id);
   guard_->remove_on_death(tmp.path(), shm_prefix);
   trace(guard_->forked() ? "orphan watcher started (fork: clone(CLONE_VM) refused here)"
                          : "orphan watcher started");

@@ -14,7 +14,7 @@
 #include <random>
 
 #include "spark/error.hpp"
-#include "transport/shm/segment_name.hpp"
+#include "spark/protocol/shm_segment.hpp"
 
 namespace spark::transport {
 
@@ -70,7 +70,7 @@ ShmTransport::ShmTransport(int rank, int size, std::vector<int> node_ranks,
   region_bytes_ = (region_bytes_ + 4095) & ~std::size_t{4095};
   peers_.resize(static_cast<std::size_t>(size));
   std::random_device rd;
-  name_ = shm_segment::name(job_id, node_id, rank, ::getpid(), rd());
+  name_ = protocol::shm_segment::name(job_id, node_id, rank, ::getpid(), rd());
   int fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) fail_errno("shm_open(" + name_ + ")");
   own_.bytes = region_bytes_ * node_ranks_.size();

@@ -2,14 +2,14 @@
 //   spark-<job id>-<node id>-r<rank>-<pid>-<random>   (each part sanitised to [A-Za-z0-9-_])
 // One rule for the transport that creates them and for sparkrun, which removes what a job's
 // ranks left behind (a rank killed between creating its segment and unlinking it once every
-// peer attached; docs/reliability.md). Header-only: the launcher does not link libspark.
+// peer attached; docs/reliability.md). In protocol/, which both include.
 #pragma once
 
 #include <cctype>
 #include <string>
 #include <string_view>
 
-namespace spark::transport::shm_segment {
+namespace spark::protocol::shm_segment {
 
 /// Letters, digits and '-' kept, anything else '_', at most 40 characters.
 inline std::string sanitize(std::string_view s) {
@@ -31,4 +31,4 @@ inline std::string name(std::string_view job_id, std::string_view node_id, int r
          std::to_string(pid) + "-" + std::to_string(random & 0xffff);
 }
 
-}  // namespace spark::transport::shm_segment
+}  // namespace spark::protocol::shm_segment

@@ -1,5 +1,7 @@
 #include "verbs/handles.hpp"
 
+#include <fcntl.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +25,9 @@ int dereg_mr(ibv_mr* m) {
 }
 int destroy_qp(ibv_qp* q) {
   return ibv_destroy_qp(q);
+}
+int destroy_comp_channel(ibv_comp_channel* c) {
+  return ibv_destroy_comp_channel(c);
 }
 
 void log_destroy(const char* call, const std::string& device, int rc) noexcept {
@@ -97,11 +102,22 @@ ProtectionDomain alloc_pd(const Context& ctx) {
   return ProtectionDomain(pd, ctx.device());
 }
 
-CompletionQueue create_cq(const Context& ctx, int entries) {
+CompletionQueue create_cq(const Context& ctx, int entries, ibv_comp_channel* channel) {
   errno = 0;
-  ibv_cq* cq = ibv_create_cq(ctx.get(), entries, nullptr, nullptr, 0);
+  ibv_cq* cq = ibv_create_cq(ctx.get(), entries, nullptr, channel, 0);
   if (cq == nullptr) throw_call("ibv_create_cq", ctx.device(), errno ? errno : ENOMEM);
   return CompletionQueue(cq, ctx.device());
+}
+
+CompletionChannel create_comp_channel(const Context& ctx) {
+  errno = 0;
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx.get());
+  if (ch == nullptr) throw_call("ibv_create_comp_channel", ctx.device(), errno ? errno : ENOMEM);
+  CompletionChannel out(ch, ctx.device());
+  const int flags = ::fcntl(ch->fd, F_GETFL);
+  if (flags < 0 || ::fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) != 0)
+    throw_call("fcntl(O_NONBLOCK) on a completion channel", ctx.device(), errno);
+  return out;
 }
 
 MemoryRegion register_memory(const ProtectionDomain& pd, void* addr, std::size_t bytes) {

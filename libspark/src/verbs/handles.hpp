@@ -46,18 +46,22 @@ inline constexpr char kDeallocPd[] = "ibv_dealloc_pd";
 inline constexpr char kDestroyCq[] = "ibv_destroy_cq";
 inline constexpr char kDeregMr[] = "ibv_dereg_mr";
 inline constexpr char kDestroyQp[] = "ibv_destroy_qp";
+inline constexpr char kDestroyCompChannel[] = "ibv_destroy_comp_channel";
 
 int close_context(ibv_context* c);
 int dealloc_pd(ibv_pd* p);
 int destroy_cq(ibv_cq* c);
 int dereg_mr(ibv_mr* m);
 int destroy_qp(ibv_qp* q);
+int destroy_comp_channel(ibv_comp_channel* c);
 
 using Context = Handle<ibv_context, close_context, kCloseDevice>;
 using ProtectionDomain = Handle<ibv_pd, dealloc_pd, kDeallocPd>;
 using CompletionQueue = Handle<ibv_cq, destroy_cq, kDestroyCq>;
 using MemoryRegion = Handle<ibv_mr, dereg_mr, kDeregMr>;
 using QueuePair = Handle<ibv_qp, destroy_qp, kDestroyQp>;
+/// A completion channel: its fd becomes readable when an armed CQ gets a completion.
+using CompletionChannel = Handle<ibv_comp_channel, destroy_comp_channel, kDestroyCompChannel>;
 
 void log_destroy(const char* call, const std::string& device, int rc) noexcept;
 
@@ -101,7 +105,10 @@ std::string no_device_message(int list_errno, const std::string& wanted);
 
 /// Allocation helpers: each checks the call and throws VerbsError naming call and device.
 ProtectionDomain alloc_pd(const Context& ctx);
-CompletionQueue create_cq(const Context& ctx, int entries);
+/// A CQ of `entries`; with `channel`, events for it (after ibv_req_notify_cq) arrive there.
+CompletionQueue create_cq(const Context& ctx, int entries, ibv_comp_channel* channel = nullptr);
+/// A completion channel whose fd is non-blocking (for poll/ppoll with a timeout).
+CompletionChannel create_comp_channel(const Context& ctx);
 /// Registers [addr, addr+bytes) for local write and remote write; the error for ENOMEM/EPERM
 /// explains RLIMIT_MEMLOCK.
 MemoryRegion register_memory(const ProtectionDomain& pd, void* addr, std::size_t bytes);

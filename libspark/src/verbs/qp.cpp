@@ -15,13 +15,14 @@ PortInfo query_port(const Context& ctx, int port) {
   return PortInfo{attr.state, attr.active_mtu, attr.link_layer};
 }
 
-QueuePair create_rc_qp(const ProtectionDomain& pd, const CompletionQueue& cq, int max_send_wr) {
+QueuePair create_rc_qp(const ProtectionDomain& pd, const CompletionQueue& cq, int max_send_wr,
+                       const CompletionQueue* recv_cq, int max_recv_wr) {
   ibv_qp_init_attr init{};
   init.send_cq = cq.get();
-  init.recv_cq = cq.get();
+  init.recv_cq = recv_cq != nullptr ? recv_cq->get() : cq.get();
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = static_cast<std::uint32_t>(max_send_wr);
-  init.cap.max_recv_wr = 1;
+  init.cap.max_recv_wr = static_cast<std::uint32_t>(max_recv_wr);
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
   init.cap.max_inline_data = 64;  // headers and credit words go inline
@@ -108,9 +109,10 @@ void connect_rc_qp(QueuePair& qp, const Endpoint& local, const Endpoint& remote,
     transition_failed("RTS", local, remote, peer, rc);
 }
 
-int post_write(ibv_qp* qp, std::uint64_t wr_id, const void* laddr, std::uint32_t len,
-               std::uint32_t lkey, std::uint64_t raddr, std::uint32_t rkey, bool signal,
-               bool inline_data) {
+namespace {
+int post_one_write(ibv_qp* qp, std::uint64_t wr_id, const void* laddr, std::uint32_t len,
+                   std::uint32_t lkey, std::uint64_t raddr, std::uint32_t rkey, bool signal,
+                   bool inline_data, const std::uint32_t* imm) {
   ibv_sge sge{};
   sge.addr = reinterpret_cast<std::uintptr_t>(laddr);
   sge.length = len;
@@ -119,12 +121,35 @@ int post_write(ibv_qp* qp, std::uint64_t wr_id, const void* laddr, std::uint32_t
   wr.wr_id = wr_id;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.opcode = imm != nullptr ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  if (imm != nullptr) wr.imm_data = *imm;
   wr.send_flags = (signal ? IBV_SEND_SIGNALED : 0) | (inline_data ? IBV_SEND_INLINE : 0);
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
   ibv_send_wr* bad = nullptr;
   return ibv_post_send(qp, &wr, &bad);
+}
+}  // namespace
+
+int post_write(ibv_qp* qp, std::uint64_t wr_id, const void* laddr, std::uint32_t len,
+               std::uint32_t lkey, std::uint64_t raddr, std::uint32_t rkey, bool signal,
+               bool inline_data) {
+  return post_one_write(qp, wr_id, laddr, len, lkey, raddr, rkey, signal, inline_data, nullptr);
+}
+
+int post_write_imm(ibv_qp* qp, std::uint64_t wr_id, const void* laddr, std::uint32_t len,
+                   std::uint32_t lkey, std::uint64_t raddr, std::uint32_t rkey, bool signal,
+                   bool inline_data, std::uint32_t imm) {
+  return post_one_write(qp, wr_id, laddr, len, lkey, raddr, rkey, signal, inline_data, &imm);
+}
+
+int post_recv(ibv_qp* qp, std::uint64_t wr_id) {
+  ibv_recv_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = nullptr;
+  wr.num_sge = 0;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(qp, &wr, &bad);
 }
 
 std::string completion_error(const ibv_wc& wc) {

@@ -60,6 +60,10 @@ struct VerbsTransport::Lane : OpenPort {
   explicit Lane(OpenPort p) : OpenPort(std::move(p)) {}
   std::unique_ptr<std::byte, FreeMem> mem;
   MemoryRegion mr;
+  // Receives (flags and credits arrive as WRITE WITH IMMEDIATE) complete here; the channel
+  // wakes a blocked wait when they do, instead of sleeping in slices.
+  CompletionChannel channel;
+  CompletionQueue rx_cq;
 };
 
 std::size_t VerbsTransport::stride() const noexcept {
@@ -80,6 +84,9 @@ VerbsTransport::VerbsTransport(int rank, int size, std::vector<int> peers, Verbs
   if (opt_.devices.size() > 64) throw InvalidUsage("RoCE transport: at most 64 lanes");
   timeouts_ = qp_timeouts(opt_.timeout_ms);
   max_wr_ = static_cast<int>(3 * opt_.slots + 4);
+  // Per link at most `slots` flags and `slots` credits arrive between two reposts (each send
+  // and release reposts); twice that leaves room.
+  recv_depth_ = static_cast<int>(4 * opt_.slots + 8);
 
   const std::size_t per_peer = region_bytes() + opt_.slots * stride();
   const std::size_t per_lane = (per_peer * peer_ranks_.size() + 4095) / 4096 * 4096;
@@ -96,6 +103,9 @@ VerbsTransport::VerbsTransport(int rank, int size, std::vector<int> peers, Verbs
     lane->mem.reset(static_cast<std::byte*>(p));
     std::memset(p, 0, per_lane);
     lane->mr = register_memory(lane->pd, p, per_lane);
+    lane->channel = create_comp_channel(lane->ctx);
+    lane->rx_cq = create_cq(lane->ctx, static_cast<int>(peer_ranks_.size()) * recv_depth_ + 16,
+                            lane->channel.get());
     lanes_.push_back(std::move(lane));
   }
 
@@ -109,7 +119,7 @@ VerbsTransport::VerbsTransport(int rank, int size, std::vector<int> peers, Verbs
       Link l;
       l.rx = lane.mem.get() + per_peer * i;
       l.tx = l.rx + region_bytes();
-      l.qp = create_rc_qp(lane.pd, lane.cq, max_wr_);
+      l.qp = create_rc_qp(lane.pd, lane.cq, max_wr_, &lane.rx_cq, recv_depth_);
       l.local = local_endpoint(lane, l.qp, lane.mr, l.rx, region_bytes());
       pr->links.push_back(std::move(l));
     }
@@ -271,6 +281,10 @@ void VerbsTransport::connect_all(const std::vector<std::string>& endpoints) {
             "): run the same build with the same SPARK_SLOTS / slot size on every rank");
       }
       connect_rc_qp(l.qp, l.local, l.remote, r, timeouts_);
+      for (int i = 0; i < recv_depth_; ++i)
+        if (int rc = post_recv(l.qp.get(), wr_id(r, static_cast<int>(lane))); rc != 0)
+          throw VerbsError(call_failed("ibv_post_recv (rank " + std::to_string(r) + ")",
+                                       lanes_[lane]->name, rc));
       got[lane] = true;
     }
     for (std::size_t li = 0; li < lanes_.size(); ++li) {
@@ -335,8 +349,9 @@ void VerbsTransport::send(int peer_rank, const MsgHeader& header, const void* da
                       static_cast<std::uint32_t>(kHeaderArea + header.bytes), ln.mr->lkey,
                       l.remote.addr + off, l.remote.rkey, false);
   if (rc == 0) {
-    rc = post_write(l.qp.get(), wr_id(peer_rank, lane) | (1u << 7), &flag, sizeof flag, 0,
-                    l.remote.addr + off + kFlagOffset, l.remote.rkey, true, true);
+    // With immediate: the peer's receive completion wakes it if it is blocked (block()).
+    rc = post_write_imm(l.qp.get(), wr_id(peer_rank, lane) | (1u << 7), &flag, sizeof flag, 0,
+                        l.remote.addr + off + kFlagOffset, l.remote.rkey, true, true, 0);
   }
   if (rc != 0) {
     if (p.error.empty())
@@ -348,6 +363,7 @@ void VerbsTransport::send(int peer_rank, const MsgHeader& header, const void* da
   ++l.data_outstanding;
   ++l.tx_sent;
   ++p.tx_count;
+  poll_rx(static_cast<std::size_t>(lane));  // keep the peer's receives posted
 }
 
 bool VerbsTransport::send_idle(int peer_rank) {
@@ -386,8 +402,8 @@ void VerbsTransport::post_credit(int peer_rank, int lane, Link& l) {
     return;
   }
   const std::uint64_t value = l.rx_seen;  // cumulative: a later write supersedes this one
-  int rc = post_write(l.qp.get(), wr_id(peer_rank, lane) | (1u << 6), &value, sizeof value, 0,
-                      l.remote.addr + opt_.slots * stride(), l.remote.rkey, true, true);
+  int rc = post_write_imm(l.qp.get(), wr_id(peer_rank, lane) | (1u << 6), &value, sizeof value, 0,
+                          l.remote.addr + opt_.slots * stride(), l.remote.rkey, true, true, 0);
   if (rc != 0) {
     Peer& p = peer(peer_rank);
     if (p.error.empty())
@@ -406,6 +422,34 @@ void VerbsTransport::release(int peer_rank) {
   ++l.rx_seen;
   ++p.rx_count;
   post_credit(peer_rank, lane, l);
+  poll_rx(static_cast<std::size_t>(lane));
+}
+
+int VerbsTransport::poll_rx(std::size_t li) {
+  Lane& lane = *lanes_[li];
+  ibv_wc wc[16];
+  int n = 0, total = 0;
+  while ((n = ibv_poll_cq(lane.rx_cq.get(), 16, wc)) > 0) {
+    total += n;
+    for (int i = 0; i < n; ++i) {
+      const int r = static_cast<int>(wc[i].wr_id >> 8);
+      if (r < 0 || r >= size_ || !peers_[static_cast<std::size_t>(r)]) continue;
+      Peer& p = peer(r);
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        if (p.error.empty())
+          p.error = "RDMA receive from rank " + std::to_string(r) + " on lane " + lane.name +
+                    " failed: " + completion_error(wc[i]);
+        continue;
+      }
+      if (int rc = post_recv(p.links[li].qp.get(), wc[i].wr_id); rc != 0 && p.error.empty())
+        p.error = call_failed("ibv_post_recv (rank " + std::to_string(r) + ")", lane.name, rc);
+    }
+  }
+  if (n < 0) {
+    for (int r : peer_ranks_)
+      if (peer(r).error.empty()) peer(r).error = call_failed("ibv_poll_cq", lane.name, EIO);
+  }
+  return total;
 }
 
 void VerbsTransport::poll_lane(std::size_t li) {
@@ -435,7 +479,10 @@ void VerbsTransport::poll_lane(std::size_t li) {
 }
 
 void VerbsTransport::progress() {
-  for (std::size_t li = 0; li < lanes_.size(); ++li) poll_lane(li);
+  for (std::size_t li = 0; li < lanes_.size(); ++li) {
+    poll_lane(li);
+    poll_rx(li);
+  }
   for (int r : peer_ranks_) {
     Peer& p = peer(r);
     for (std::size_t li = 0; li < p.links.size(); ++li)
@@ -450,12 +497,40 @@ bool VerbsTransport::has_pending() const noexcept {
   return false;
 }
 
-void VerbsTransport::block(int, WaitKind, std::chrono::microseconds max) {
-  // RDMA WRITEs into our memory raise no event to wait on: sleep briefly (2 cores are shared
-  // with the other ranks), never longer than the wait point allows. (Yielding for the first
-  // milliseconds of a wait instead was measured slower in the VM with 3 ranks on 2 CPUs.)
-  progress();
-  std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(50)));
+void VerbsTransport::block(int, WaitKind kind, std::chrono::microseconds max) {
+  if (kind == WaitKind::send_done) {
+    // Our own write completions raise no event here: they come within microseconds.
+    progress();
+    std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(20)));
+    return;
+  }
+  // Data and credits arrive as WRITE WITH IMMEDIATE: arm every lane's receive CQ, look once
+  // more (a completion that came before the arming raised no event), then sleep on the
+  // completion channels until one fires or `max` passes. Was: sleeps of 50 us, so a message
+  // that came just after the spin waited up to 50 us more.
+  std::vector<pollfd> fds;
+  fds.reserve(lanes_.size());
+  for (auto& lane : lanes_) {
+    drain_events(*lane);
+    ibv_req_notify_cq(lane->rx_cq.get(), 0);
+    fds.push_back({lane->channel->fd, POLLIN, 0});
+  }
+  int seen = 0;
+  for (std::size_t li = 0; li < lanes_.size(); ++li) {
+    poll_lane(li);
+    seen += poll_rx(li);
+  }
+  if (seen > 0) return;
+  timespec ts{static_cast<time_t>(max.count() / 1000000),
+              static_cast<long>((max.count() % 1000000) * 1000)};
+  if (::ppoll(fds.data(), fds.size(), &ts, nullptr) > 0)
+    for (auto& lane : lanes_) drain_events(*lane);
+}
+
+void VerbsTransport::drain_events(Lane& lane) {
+  ibv_cq* cq = nullptr;
+  void* ctx = nullptr;
+  while (ibv_get_cq_event(lane.channel.get(), &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
 }
 
 PeerState VerbsTransport::peer_state(int peer_rank, std::string* detail) {

@@ -104,6 +104,10 @@ class VerbsTransport final : public Transport {
   bool room(Link& l, int wrs);
   void post_credit(int peer_rank, int lane, Link& l);
   void poll_lane(std::size_t lane);
+  /// Polls the lane's receive CQ and reposts what completed; returns how many completed.
+  int poll_rx(std::size_t lane);
+  /// Takes (and acknowledges) every event waiting on the lane's completion channel.
+  static void drain_events(Lane& lane);
   std::uint64_t wr_id(int peer_rank, int lane) const noexcept;
   void open_listener();
   void connect_liveness(const std::vector<std::uint32_t>& ipv4,
@@ -116,6 +120,7 @@ class VerbsTransport final : public Transport {
   VerbsOptions opt_;
   verbs::QpTimeouts timeouts_;
   int max_wr_ = 0;
+  int recv_depth_ = 0;  ///< receives posted per QP (WRITE WITH IMMEDIATE consumes one)
   int listen_fd_ = -1;
   std::uint32_t listen_ip_ = 0;  ///< network order; the lane-0 GID's IPv4 (0 = none)
   std::uint16_t listen_port_ = 0;

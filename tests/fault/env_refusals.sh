@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The refused environment variables, end to end: init fails on every rank, sparkrun exits
-# non-zero, and the exact message appears in sparkrun's output (once per rank that printed it,
-# and once as the record of the abort; here -n 1 so the message appears exactly once).
+# The refused environment variables, end to end: sparkrun checks the ranks' environment (its
+# own and -x) against the knob table before starting anything (docs/reliability.md): exit 2,
+# the rank's exact message once, no rank started. The same values given with -x too.
 #   env_refusals.sh SPARKRUN FAULT_STREAM
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -9,12 +9,26 @@ sparkrun=$1 prog=$2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 check() {  # VAR=VALUE EXPECTED_MESSAGE
+  local assign=$1 want=$2 how
+  for how in env -x; do
+    if [ "$how" = env ]; then
+      env "$assign" timeout 60 "$sparkrun" -n 2 "$prog" healthy 3 >"$out" 2>&1
+    else
+      timeout 60 "$sparkrun" -x "$assign" -n 2 "$prog" healthy 3 >"$out" 2>&1
+    fi
+    local rc=$?
+    echo "--- $how $assign: exit $rc"; cat "$out"
+    [ "$rc" -eq 2 ] || fail "$how $assign: exit $rc, expected 2 (refused before launch)"
+    grep -q "^sparkrun: no rank was started" "$out" || fail "$how $assign: ranks may have started"
+    grep -q COMPLETED "$out" && fail "$how $assign: the job ran"
+    check_message "$how $assign" "$want"
+  done
+  # The same words as the rank's own refusal (a rank started without sparkrun: singleton).
+  env "$assign" timeout 30 "$prog" healthy 1 >"$out" 2>&1
+  check_message "rank alone, $assign" "$want"
+}
+check_message() {
   local assign=$1 want=$2
-  env "$assign" timeout 60 "$sparkrun" -n 1 "$prog" healthy 3 >"$out" 2>&1
-  local rc=$?
-  echo "--- $assign: exit $rc"; cat "$out"
-  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "$assign: exit $rc"
-  grep -q COMPLETED "$out" && fail "$assign: the job ran"
   local n; n=$(grep -cF -- "$want" "$out")
   [ "$n" -eq 1 ] || fail "$assign: the exact message appears $n times, expected once: $want"
 }

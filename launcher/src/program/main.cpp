@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "daemon.hpp"
+#include "env_check.hpp"
 #include "exit_rules.hpp"
 #include "hostfile.hpp"
 #include "job_plan.hpp"
@@ -233,6 +234,20 @@ int sparkrun_main(int argc, char** argv) {
         return print_config();
       case Action::kRun:
         break;
+    }
+    // The ranks' SPARK_* / SPARKNET_* environment, checked before anything starts (ranks, or
+    // --fabric's discovery job): a value every rank would refuse ends here, with its message.
+    {
+      const auto env = current_environment();
+      std::vector<EnvVar> exports;
+      for (const auto& x : r.options.exports) exports.push_back(resolve_export(x, env));
+      const RankEnvCheck checked = check_rank_env(env, exports);
+      if (!checked.error.empty()) {
+        std::fprintf(stderr, "sparkrun: error: %s\nsparkrun: no rank was started\n",
+                     checked.error.c_str());
+        return kExitUsage;
+      }
+      // checked.unknown: set names that are not in the knob table (likely typos).
     }
 #ifdef SPARK_LAUNCH_HAVE_FABRIC
     if (!r.options.fabric_file.empty()) {

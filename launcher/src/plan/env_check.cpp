@@ -1,0 +1,41 @@
+#include "env_check.hpp"
+
+#include <map>
+#include <string_view>
+
+#include "config/config.hpp"
+#include "spark/error.hpp"
+
+namespace spark::launch {
+
+namespace {
+
+bool is_spark_name(std::string_view name) {
+  return name.starts_with("SPARK_") || name.starts_with("SPARKNET_");
+}
+
+}  // namespace
+
+RankEnvCheck check_rank_env(const std::vector<std::string>& environment,
+                            const std::vector<EnvVar>& exports) {
+  std::map<std::string, std::string> values;
+  for (const auto& entry : environment) {
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    std::string name = entry.substr(0, eq);
+    if (is_spark_name(name)) values[std::move(name)] = entry.substr(eq + 1);
+  }
+  for (const auto& [name, value] : exports) {
+    if (is_spark_name(name)) values[name] = value;
+  }
+  for (const auto& [name, value] : identity_env(RankIdentity{})) values.erase(name);
+  RankEnvCheck out;
+  try {
+    out.unknown = config::Config::from_map(values).unknown_variables();
+  } catch (const ConfigError& e) {
+    out.error = e.what();
+  }
+  return out;
+}
+
+}  // namespace spark::launch

@@ -1,0 +1,25 @@
+// The ranks' SPARK_* / SPARKNET_* environment (sparkrun's own, then -x) checked against
+// libspark's knob table before anything starts (docs/reliability.md): a value every rank would
+// refuse at init is refused by sparkrun, with the rank's own message, exit 2, nothing started.
+// The names the launcher sets for every rank (SPARK_RANK, SPARK_SIZE, ...) are left out: the
+// ranks never see the user's values of those.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rank_env.hpp"
+
+namespace spark::launch {
+
+struct RankEnvCheck {
+  std::string error;                 ///< the rank's ConfigError message; empty: accepted
+  std::vector<std::string> unknown;  ///< SPARK_* / SPARKNET_* names not in the table (typos?)
+};
+
+/// `environment`: "NAME=value" entries (sparkrun's environment); `exports`: the resolved -x
+/// variables, which win.
+RankEnvCheck check_rank_env(const std::vector<std::string>& environment,
+                            const std::vector<EnvVar>& exports);
+
+}  // namespace spark::launch

@@ -35,6 +35,8 @@ Listener::Listener(std::uint32_t ipv4, const std::string& what, int flags, int b
     : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0)) {
   sockaddr_in a = address(ipv4, 0);
   socklen_t len = sizeof a;
+  int one = 1;  // a restarted job may bind while the last one's sockets are in TIME_WAIT
+  if (fd_) ::setsockopt(fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (!fd_ || ::bind(fd_.get(), reinterpret_cast<sockaddr*>(&a), len) != 0 ||
       ::listen(fd_.get(), backlog) != 0 ||
       ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)

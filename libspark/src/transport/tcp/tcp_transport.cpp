@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "fabric/local_lanes.hpp"
+#include "net/socket.hpp"
 #include "spark/error.hpp"
 
 namespace spark::transport {
@@ -43,10 +44,6 @@ int remaining_ms(Clock::time_point deadline) {
   return ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1 << 30));
 }
 
-[[noreturn]] void fail_errno(const std::string& what) {
-  throw Error("tcp transport: " + what + ": " + std::strerror(errno));
-}
-
 void set_nonblocking(int fd, bool on) {
   int flags = ::fcntl(fd, F_GETFL);
   ::fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
@@ -67,48 +64,20 @@ bool io_exact(int fd, void* buf, std::size_t n, bool write, Clock::time_point de
   return true;
 }
 
+// A blocking socket connected to ip:port (leaving through `bind_ipv4`'s lane when set)
+// before the deadline; -1 with *why otherwise.
 int connect_to(const std::string& ip, int port, Clock::time_point deadline, std::string* why,
                std::uint32_t bind_ipv4 = 0) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, ip.c_str(), &a) != 1) {
     *why = "bad address " + ip;
     return -1;
   }
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) fail_errno("socket");
-  if (bind_ipv4 != 0) {
-    // Leave through this lane: the socket's source address is the lane's own address.
-    sockaddr_in local{};
-    local.sin_family = AF_INET;
-    local.sin_addr.s_addr = htonl(bind_ipv4);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
-      *why = "bind to " + fabric::format_ipv4(bind_ipv4) + ": " + std::strerror(errno);
-      ::close(fd);
-      return -1;
-    }
-  }
-  set_nonblocking(fd, true);
-  int r = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  if (r != 0 && errno != EINPROGRESS) {
-    *why = ip + ":" + std::to_string(port) + ": " + std::strerror(errno);
-    ::close(fd);
-    return -1;
-  }
-  if (r != 0) {
-    pollfd pfd{fd, POLLOUT, 0};
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (::poll(&pfd, 1, remaining_ms(deadline)) <= 0 ||
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-      *why = ip + ":" + std::to_string(port) + ": " + (err != 0 ? std::strerror(err) : "timed out");
-      ::close(fd);
-      return -1;
-    }
-  }
-  set_nonblocking(fd, false);
-  return fd;
+  net::Fd fd = net::connect_within(bind_ipv4, ntohl(a.s_addr), port,
+                                   std::chrono::milliseconds(remaining_ms(deadline)), why);
+  if (!fd) return -1;
+  set_nonblocking(fd.get(), false);
+  return fd.release();
 }
 
 }  // namespace
@@ -117,24 +86,17 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<int> peers, TcpOption
     : rank_(rank), peer_ranks_(std::move(peers)), opt_(std::move(options)) {
   if (opt_.lanes < 1) opt_.lanes = 1;
   peers_.resize(static_cast<std::size_t>(size));
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) fail_errno("socket");
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  in_addr at{};  // INADDR_ANY unless SPARK_TCP_ADDR is set
   if (opt_.addr) {
-    if (::inet_pton(AF_INET, opt_.addr->c_str(), &sa.sin_addr) != 1)
+    if (::inet_pton(AF_INET, opt_.addr->c_str(), &at) != 1)
       throw ConfigError("SPARK_TCP_ADDR='" + *opt_.addr + "' is not an IPv4 address");
     addrs_.push_back(*opt_.addr);
   }
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-    fail_errno("bind" + (opt_.addr ? " to SPARK_TCP_ADDR=" + *opt_.addr : std::string()));
-  if (::listen(listen_fd_, 256) != 0) fail_errno("listen");
-  socklen_t len = sizeof sa;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len);
-  port_ = ntohs(sa.sin_port);
+  listener_.emplace(ntohl(at.s_addr),
+                    opt_.addr ? "SPARK_TCP_ADDR=" + *opt_.addr + " (tcp transport)"
+                              : std::string("every address (tcp transport)"),
+                    0, 256);
+  port_ = listener_->port();
   if (!opt_.addr && !opt_.data_net.empty()) {
     // Data lanes only (docs/fabric.md): control-only interfaces are never published.
     data_lanes_ = fabric::local_lanes(fabric::parse_nets(opt_.data_net, "SPARK_DATA_NET"));
@@ -167,7 +129,7 @@ TcpTransport::~TcpTransport() {
   // other until the idle bound.
   for (Conn* c : all_)
     if (c->fd >= 0) ::close(c->fd);
-  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listener_.reset();
   relay_.reset();  // bounded: forwards until the ends it serves have finished
 }
 
@@ -390,7 +352,7 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
       for (int fd : {p.a_fd, p.b_fd}) ::close(fd);
   };
   while (expected + relay_expected > 0) {
-    pollfd pfd{listen_fd_, POLLIN, 0};
+    pollfd pfd{listener_->fd(), POLLIN, 0};
     if (::poll(&pfd, 1, remaining_ms(deadline)) <= 0) {
       std::string missing;
       for (int q : peer_ranks_)
@@ -407,7 +369,7 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
           (relay_expected > 0 ? " and " + std::to_string(relay_expected) + " connection(s) to relay"
                               : std::string()));
     }
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    int fd = ::accept4(listener_->fd(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     Hello h{};
     const int size = static_cast<int>(peers_.size());
@@ -469,8 +431,7 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
                conn_name(h.rank, h.lane), conn_via(h.rank));
     --expected;
   }
-  ::close(listen_fd_);
-  listen_fd_ = -1;
+  listener_.reset();
   if (!pipes.empty())
     relay_ = std::make_unique<TcpRelay>(
         rank_, f->hosts[static_cast<std::size_t>(me_node)], std::move(pipes),

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fabric/fabric_map.hpp"
+#include "net/socket.hpp"
 #include "transport/tcp/tcp_relay.hpp"
 #include "transport/transport.hpp"
 
@@ -149,7 +150,7 @@ class TcpTransport final : public Transport {
   int rank_;
   std::vector<int> peer_ranks_;
   TcpOptions opt_;
-  int listen_fd_ = -1;
+  std::optional<net::Listener> listener_;  ///< closed once every peer has connected
   int port_ = 0;
   std::vector<std::string> addrs_;
   std::vector<fabric::Lane> data_lanes_;      ///< SPARK_DATA_NET lanes (empty: not set)

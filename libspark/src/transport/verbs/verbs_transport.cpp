@@ -135,30 +135,19 @@ VerbsTransport::~VerbsTransport() {
       if (p->error.empty()) (void)!::send(p->live_fd, &kGoodbye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(p->live_fd);
     }
-  if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
 void VerbsTransport::open_listener() {
   const Gid& g = lanes_.front()->gid.gid;
   if (!is_ipv4_mapped(g)) return;  // no IPv4 on lane 0: deadlines alone detect dead peers
-  std::memcpy(&listen_ip_, g.data() + 12, 4);
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw_call("socket (RoCE liveness)", lanes_.front()->name, errno);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = listen_ip_;
-  a.sin_port = 0;
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(listen_fd_, static_cast<int>(peer_ranks_.size()) + 8) != 0)
-    throw_call("bind/listen on " + gid_text(g) + " (RoCE liveness)", lanes_.front()->name, errno);
-  socklen_t len = sizeof a;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  listen_port_ = ntohs(a.sin_port);
+  listener_.emplace(lanes_.front()->ipv4(), lanes_.front()->name + " (RoCE liveness)", 0,
+                    static_cast<int>(peer_ranks_.size()) + 8);
 }
 
 void VerbsTransport::connect_liveness(const std::vector<std::uint32_t>& ipv4,
                                       const std::vector<std::uint16_t>& ports) {
-  if (listen_fd_ < 0) return;
+  if (!listener_) return;
+  const std::chrono::milliseconds bound(std::max<std::uint32_t>(opt_.timeout_ms, 10000));
   // Connect to higher ranks (their listen backlog accepts before they call accept), then
   // accept the lower ones: no ordering deadlock.
   int lower = 0;
@@ -168,34 +157,26 @@ void VerbsTransport::connect_liveness(const std::vector<std::uint32_t>& ipv4,
       continue;
     }
     if (ipv4[static_cast<std::size_t>(r)] == 0) continue;
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = ipv4[static_cast<std::size_t>(r)];
-    a.sin_port = htons(ports[static_cast<std::size_t>(r)]);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      int err = errno;
-      if (fd >= 0) ::close(fd);
-      throw VerbsError(call_failed("connect to rank " + std::to_string(r) + " (RoCE liveness)",
-                                   lanes_.front()->name, err));
-    }
-    std::int32_t me = rank_;
-    if (::send(fd, &me, sizeof me, MSG_NOSIGNAL) != sizeof me) {
-      ::close(fd);
+    std::string why;
+    net::Fd fd = net::connect_within(0, ntohl(ipv4[static_cast<std::size_t>(r)]),
+                                     ports[static_cast<std::size_t>(r)], bound, &why);
+    if (!fd)
+      throw VerbsError("RoCE liveness: rank " + std::to_string(rank_) + " cannot connect to rank " +
+                       std::to_string(r) + " on " + lanes_.front()->name + ": " + why);
+    std::int32_t me = rank_;  // into an empty send buffer: never blocks
+    if (::send(fd.get(), &me, sizeof me, MSG_NOSIGNAL) != sizeof me)
       throw VerbsError("RoCE liveness: cannot greet rank " + std::to_string(r));
-    }
-    peer(r).live_fd = fd;
+    peer(r).live_fd = fd.release();
   }
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(std::max<std::uint32_t>(opt_.timeout_ms, 10000));
+  const auto deadline = std::chrono::steady_clock::now() + bound;
   while (lower > 0) {
-    pollfd pfd{listen_fd_, POLLIN, 0};
+    pollfd pfd{listener_->fd(), POLLIN, 0};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || ::poll(&pfd, 1, static_cast<int>(left.count())) <= 0)
       throw VerbsError("RoCE liveness: " + std::to_string(lower) +
                        " lower-ranked peer(s) never connected");
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    int fd = ::accept4(listener_->fd(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     std::int32_t who = -1;
     pollfd rp{fd, POLLIN, 0};
@@ -234,8 +215,9 @@ bool VerbsTransport::check_alive(Peer& p, int peer_rank) {
 
 std::string VerbsTransport::endpoint() const {
   std::string out;
-  put_u32(out, listen_ip_);  // network order as is; 0 = no liveness connection
-  put_u32(out, listen_port_);
+  // The liveness listener: its IPv4 in network order (0: none), its port.
+  put_u32(out, listener_ ? htonl(lanes_.front()->ipv4()) : 0);
+  put_u32(out, listener_ ? static_cast<std::uint32_t>(listener_->port()) : 0);
   put_u32(out, static_cast<std::uint32_t>(peer_ranks_.size() * lanes_.size()));
   for (int r : peer_ranks_) {
     for (std::size_t li = 0; li < lanes_.size(); ++li) {

@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/socket.hpp"
 #include "transport/transport.hpp"
 #include "verbs/port.hpp"
 
@@ -121,9 +122,7 @@ class VerbsTransport final : public Transport {
   verbs::QpTimeouts timeouts_;
   int max_wr_ = 0;
   int recv_depth_ = 0;  ///< receives posted per QP (WRITE WITH IMMEDIATE consumes one)
-  int listen_fd_ = -1;
-  std::uint32_t listen_ip_ = 0;  ///< network order; the lane-0 GID's IPv4 (0 = none)
-  std::uint16_t listen_port_ = 0;
+  std::optional<net::Listener> listener_;  ///< liveness, on the lane-0 GID's IPv4 (if any)
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank; QPs die before lanes
 };

@@ -1,10 +1,10 @@
 #include "fabric/fabric_map.hpp"
 
-#include <charconv>
 #include <deque>
 #include <sstream>
 
 #include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
 
 namespace spark::fabric {
 
@@ -16,12 +16,11 @@ namespace {
 }
 
 int parse_int(std::string_view text, int lo, int hi, std::string_view what, std::string_view all) {
-  int v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < lo || v > hi)
+  std::int64_t v = 0;
+  if (protocol::parse_integer(text, lo, hi, v) != protocol::Integer::ok)
     bad(what, all,
         "valid (expected a number " + std::to_string(lo) + ".." + std::to_string(hi) + ")");
-  return v;
+  return static_cast<int>(v);
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {

@@ -1,13 +1,13 @@
 #include "fabric/probe_protocol.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <set>
 #include <tuple>
 
 #include "fabric/local_lanes.hpp"
 #include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
 
 namespace spark::fabric {
 
@@ -43,12 +43,11 @@ std::vector<int> decode_ports(std::string_view text, std::string_view who) {
   for (std::size_t s = 0; !text.empty();) {
     const auto c = text.find(',', s);
     const auto item = text.substr(s, c == text.npos ? text.npos : c - s);
-    int p = 0;
-    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), p);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || p < 1 || p > 65535)
+    std::int64_t p = 0;
+    if (protocol::parse_integer(item, 1, 65535, p) != protocol::Integer::ok)
       throw BootstrapError("malformed port list '" + std::string(text) + "' from " +
                            std::string(who));
-    out.push_back(p);
+    out.push_back(static_cast<int>(p));
     if (c == text.npos) break;
     s = c + 1;
   }

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
 #include "verbs/verbs_error.hpp"
 
 namespace spark::verbs {
@@ -27,11 +28,10 @@ std::optional<std::string> read_first_line(const fs::path& p) {
 }
 
 bool parse_uint(std::string_view s, unsigned long max, unsigned long* out) {
-  if (s.empty() || s.size() > 10) return false;
-  unsigned long v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v > max) return false;
-  *out = v;
+  std::int64_t v = 0;
+  if (protocol::parse_integer(s, 0, static_cast<std::int64_t>(max), v) != protocol::Integer::ok)
+    return false;
+  *out = static_cast<unsigned long>(v);
   return true;
 }
 

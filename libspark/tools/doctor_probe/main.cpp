@@ -22,7 +22,6 @@
 #include <csignal>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -41,6 +40,7 @@
 #include "fabric/rdma_lanes.hpp"
 #include "round_trips.hpp"
 #include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
 #include "verbs/port.hpp"
@@ -62,12 +62,11 @@ struct ProbeOptions {
 };
 
 int parse_int(const std::string& v, int lo, int hi, const std::string& what) {
-  int x = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (v.empty() || ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi)
+  std::int64_t x = 0;
+  if (protocol::parse_integer(v, lo, hi, x) != protocol::Integer::ok)
     throw ConfigError(what + " '" + v + "' is not a number " + std::to_string(lo) + ".." +
                       std::to_string(hi));
-  return x;
+  return static_cast<int>(x);
 }
 
 ProbeOptions parse_args(int argc, char** argv) {

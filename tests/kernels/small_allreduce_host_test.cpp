@@ -180,22 +180,27 @@ TEST(SmallAllreduceHostFault, PeerNeverArrivesProxyRecordsIt) {
   Hub hub(3, 300ms);
   Rank r0(0, 3, 1024, 300, 20000, hub), r1(1, 3, 1024, 300, 20000, hub),
       r2(2, 3, 1024, 300, 20000, hub);
-  std::vector<float> x(8, 1.0f), y(8);
+  // One output per rank: ranks run at the same time (one buffer would be a data race).
+  std::vector<float> x(8, 1.0f);
+  std::vector<std::vector<float>> y(3, std::vector<float>(8));
   // One good round first, so the failing one is seq 2.
   {
     std::vector<std::thread> ts;
     for (Rank* r : {&r1, &r2})
-      ts.emplace_back([&, r] { r->run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum); });
-    ASSERT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum),
+      ts.emplace_back([&, r] {
+        r->run<float>(x.data(), y[static_cast<std::size_t>(r->ch.rank)].data(), 8, DType::f32,
+                      ReduceOp::sum);
+      });
+    ASSERT_EQ(r0.run<float>(x.data(), y[0].data(), 8, DType::f32, ReduceOp::sum),
               sk::KernelStatus::done);
     for (auto& t : ts) t.join();
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::thread t1([&] {
-    EXPECT_EQ(r1.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum),
+    EXPECT_EQ(r1.run<float>(x.data(), y[1].data(), 8, DType::f32, ReduceOp::sum),
               sk::KernelStatus::failed);
   });
-  EXPECT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum),
+  EXPECT_EQ(r0.run<float>(x.data(), y[0].data(), 8, DType::f32, ReduceOp::sum),
             sk::KernelStatus::failed);
   t1.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);  // well before the 20 s grace
@@ -222,7 +227,7 @@ TEST(SmallAllreduceHostFault, PeerNeverArrivesProxyRecordsIt) {
   EXPECT_EQ(r2.reported.load(), 0);
   // Failed means failed: the next call stops at once, without staging.
   const std::uint64_t staged = *r0.ch.stage_flag;
-  EXPECT_EQ(r0.run<float>(x.data(), y.data(), 8, DType::f32, ReduceOp::sum),
+  EXPECT_EQ(r0.run<float>(x.data(), y[0].data(), 8, DType::f32, ReduceOp::sum),
             sk::KernelStatus::failed);
   EXPECT_EQ(*r0.ch.stage_flag, staged);
   hub.cancel();

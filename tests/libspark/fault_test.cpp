@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "multiproc.hpp"
@@ -156,9 +157,16 @@ TEST_P(Fault, SetTimeoutFromAnotherThreadAppliesMidWait) {
           ::raise(SIGSTOP);
           return 0;
         }
+        // The other thread also polls failure() while this one waits and then writes the
+        // record: it sees nothing or the whole record (the tsan build checks the order).
+        std::optional<FailureRecord> seen;
         std::thread changer([&] {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
           comm.set_timeout_ms(400);
+          for (int i = 0; i < 10000 && !seen; ++i) {
+            seen = comm.failure();
+            if (!seen) std::this_thread::sleep_for(std::chrono::microseconds(500));
+          }
         });
         errors += expect_failure(comm, [&](const FailureRecord& r, long elapsed) {
           int errors = 0;
@@ -169,6 +177,13 @@ TEST_P(Fault, SetTimeoutFromAnotherThreadAppliesMidWait) {
           return errors;
         });
         changer.join();
+        RANK_CHECK(seen.has_value(), "failure() from another thread never saw the record");
+        if (seen) {
+          RANK_CHECK(
+              seen->cause == FailureCause::timeout && seen->timeout_ms == 400 && seen->peer == 1,
+              "failure() from another thread: cause %d timeout_ms %u peer %d",
+              static_cast<int>(seen->cause), seen->timeout_ms, seen->peer);
+        }
         return errors == 0 ? 0 : 1;
       },
       std::chrono::seconds(20));

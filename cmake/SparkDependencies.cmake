@@ -42,7 +42,21 @@ endif()
 spark_optional(SPARK_ENABLE_VERBS IBVERBS_FOUND "RoCE transport (ibverbs)" "apt-get install libibverbs-dev")
 
 set(SPARK_CUDA_FOUND FALSE)
-if(NOT SPARK_ENABLE_CUDA STREQUAL "OFF")
+# Cross-building for aarch64 (the Spark's sbsa CUDA): this needs NVIDIA's cross toolkit
+# (cuda-cross-sbsa, targets/sbsa-linux) and a CMAKE_CUDA_COMPILER given explicitly; the
+# host's x86 nvcc alone cannot link for aarch64. Say so instead of trying.
+set(_spark_cuda_cross_blocked FALSE)
+if(CMAKE_CROSSCOMPILING AND NOT CMAKE_CUDA_COMPILER AND NOT SPARK_ENABLE_CUDA STREQUAL "OFF")
+  set(_spark_cuda_cross_blocked TRUE)
+  message(STATUS "sparkrun: CUDA kernels for ${CMAKE_SYSTEM_PROCESSOR}: not built in this "
+    "cross-build: it needs NVIDIA's cross toolkit for sbsa (cuda-cross-sbsa) and "
+    "-DCMAKE_CUDA_COMPILER; build natively on the Spark for CUDA (docs/aarch64.md)")
+  if(SPARK_ENABLE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "sparkrun: SPARK_ENABLE_CUDA=ON in a cross-build without "
+      "CMAKE_CUDA_COMPILER: give the sbsa cross toolkit's nvcc, or build on the Spark")
+  endif()
+endif()
+if(NOT SPARK_ENABLE_CUDA STREQUAL "OFF" AND NOT _spark_cuda_cross_blocked)
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
@@ -60,7 +74,11 @@ if(NOT SPARK_ENABLE_CUDA STREQUAL "OFF")
     endif()
   endif()
 endif()
-spark_optional(SPARK_ENABLE_CUDA SPARK_CUDA_FOUND "CUDA kernels" "install the CUDA toolkit under /usr/local/cuda")
+if(_spark_cuda_cross_blocked)
+  set(SPARK_ENABLE_CUDA_ON FALSE)
+else()
+  spark_optional(SPARK_ENABLE_CUDA SPARK_CUDA_FOUND "CUDA kernels" "install the CUDA toolkit under /usr/local/cuda")
+endif()
 
 if(SPARK_BUILD_TESTS)
   find_package(GTest REQUIRED)

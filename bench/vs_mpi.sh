@@ -3,12 +3,14 @@
 # sides bound (libspark's ranks started by sparkrun, which binds them as mpirun binds Open
 # MPI's), runs interleaved, medians; ends with every target row of issue 17 and met / NOT met.
 # Never part of the pass/fail suite.
-#   bench/vs_mpi.sh [-B build-dir] [-r repeats] [-i iters] [--unbound] [--only CASES]
+#   bench/vs_mpi.sh [-B build-dir] [-r repeats] [-i iters] [-s small-iters] [--unbound] [--only CASES]
 #   bench/vs_mpi.sh --pairs N [-b size] [-i iters] [-B build-dir] [-n ranks]   (latency, shm only)
 # Cases (--only takes a comma list): shm2 (2 ranks shm, 1 KiB - 16 MiB), work (the same with
 # 200 +- 50 us of computation per rank before each call, as in a decode step; the collective's
 # own time is compared), shm3 (3 ranks on this machine's CPUs, shm, 1 KiB), tcp2 (2 ranks over
 # tcp loopback, Open MPI with --mca btl tcp,self, 1 KiB - 16 MiB).
+# Sizes up to 256 KiB run -s iterations (default 200), larger ones -i (default 20, as
+# allreduce_perf), both after 5 warm-up iterations.
 # --unbound: start libspark's ranks through the environment rendezvous, unbound (the old way;
 # not a fair comparison: mpirun binds Open MPI's ranks to cores).
 # --pairs N: N paired runs at ONE size (-b, default 1024) over shm, in alternating order; each
@@ -17,19 +19,20 @@
 # SPARK_SPIN_US, when set, is passed to libspark's ranks (to compare wait settings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build ranks=2 lo=1024 iters= repeats=3 bound=1 pairs=0 only=shm2,work,shm3,tcp2
+build=build ranks=2 lo=1024 iters= small_iters=200 repeats=3 bound=1 pairs=0 only=shm2,work,shm3,tcp2
 while [ $# -gt 0 ]; do
   case "$1" in
     -B) build=$2; shift 2 ;;
     -n) ranks=$2; shift 2 ;;
     -b) lo=$2; shift 2 ;;
     -i) iters=$2; shift 2 ;;
+    -s) small_iters=$2; shift 2 ;;
     -r) repeats=$2; shift 2 ;;
     --unbound) bound=0; shift ;;
     --sparkrun) bound=1; shift ;;  # the default now; kept for old command lines
     --only) only=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "vs_mpi.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -103,7 +106,7 @@ PY
   exit 0
 fi
 
-iters=${iters:-100}
+iters=${iters:-20}
 # case name, ranks, transport, lo, hi, work
 cases=("shm2 2 shm 1024 16777216 -" "work 2 shm 1024 16777216 200:50" "shm3 3 shm 1024 1024 -"
        "tcp2 2 tcp 1024 16777216 -")
@@ -112,17 +115,23 @@ for ((k = 0; k < repeats; k++)); do
     read -r name n transport b e work <<<"$c"
     [[ ",$only," == *",$name,"* ]] || continue
     [ "$work" = - ] && work=
-    if ((k % 2 == 0)); then
-      spark "$n" "$transport" "$b" "$e" "$work" "$iters" >"$tmp/spark_$name.$k"
-      mpi "$n" "$transport" "$b" "$e" "$work" "$iters" >"$tmp/mpi_$name.$k"
-    else
-      mpi "$n" "$transport" "$b" "$e" "$work" "$iters" >"$tmp/mpi_$name.$k"
-      spark "$n" "$transport" "$b" "$e" "$work" "$iters" >"$tmp/spark_$name.$k"
-    fi
+    # Small sizes with more iterations, large ones with allreduce_perf's default.
+    ranges=("$b $((e < 262144 ? e : 262144)) $small_iters")
+    ((e > 262144)) && ranges+=("1048576 $e $iters")
+    for rg in "${ranges[@]}"; do
+      read -r rb re it <<<"$rg"
+      if ((k % 2 == 0)); then
+        spark "$n" "$transport" "$rb" "$re" "$work" "$it" >>"$tmp/spark_$name.$k"
+        mpi "$n" "$transport" "$rb" "$re" "$work" "$it" >>"$tmp/mpi_$name.$k"
+      else
+        mpi "$n" "$transport" "$rb" "$re" "$work" "$it" >>"$tmp/mpi_$name.$k"
+        spark "$n" "$transport" "$rb" "$re" "$work" "$it" >>"$tmp/spark_$name.$k"
+      fi
+    done
   done
 done
 
-python3 - "$tmp" "$repeats" "$iters" "$bound" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+python3 - "$tmp" "$repeats" "$small_iters/$iters" "$bound" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import glob, statistics, sys
 tmp, repeats, iters, bound, l0, l1 = sys.argv[1:]
 def load(pattern):

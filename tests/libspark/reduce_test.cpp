@@ -83,13 +83,13 @@ TEST(Convert, Bf16RoundsToNearestEven) {
 }
 
 TEST(CallDesc, NamesCalls) {
-  transport::CallDesc d;
-  d.coll = transport::Coll::broadcast;
+  CallDesc d;
+  d.coll = Coll::broadcast;
   d.dtype = static_cast<std::uint8_t>(DType::f32);
   d.root = 2;
   d.count = 8;
   EXPECT_EQ(describe(d), "broadcast(f32, count 8, root 2)");
-  d.coll = transport::Coll::allreduce;
+  d.coll = Coll::allreduce;
   d.op = static_cast<std::uint8_t>(ReduceOp::max);
   EXPECT_EQ(describe(d), "allreduce(f32, max, count 8)");
 }

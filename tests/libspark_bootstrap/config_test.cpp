@@ -26,7 +26,7 @@ TEST(Config, DefaultsMatchTheContract) {
   EXPECT_EQ(cfg.timeout_ms(), 10000u);
   EXPECT_EQ(cfg.barrier_timeout_ms(), 600000u);
   EXPECT_EQ(cfg.join_timeout_ms(), 60000u);
-  EXPECT_EQ(cfg.transport(), spark::config::Transport::auto_select);
+  EXPECT_EQ(cfg.transport(), "auto");
   EXPECT_EQ(cfg.bootstrap(), spark::config::BootstrapKind::auto_select);
   EXPECT_EQ(cfg.log_level(), spark::config::LogLevel::warn);
   EXPECT_FALSE(cfg.rank().has_value());
@@ -53,7 +53,7 @@ TEST(Config, ReadsValidValues) {
                                        {"PMIX_NAMESPACE", "job.1"}});
   EXPECT_EQ(cfg.timeout_ms(), 300u);
   EXPECT_EQ(cfg.barrier_timeout_ms(), 86400000u);
-  EXPECT_EQ(cfg.transport(), spark::config::Transport::shm);
+  EXPECT_EQ(cfg.transport(), "shm");
   EXPECT_EQ(cfg.tcp_lanes(), 4);
   EXPECT_EQ(cfg.rank(), 2);
   EXPECT_EQ(cfg.size(), 3);

@@ -4,33 +4,20 @@
 
 namespace spark {
 
-const char* coll_name(transport::Coll coll) noexcept {
-  using transport::Coll;
+const char* coll_name(Coll coll) noexcept {
   switch (coll) {
-    case Coll::allreduce:
-      return "allreduce";
-    case Coll::reduce_scatter:
-      return "reduce_scatter";
-    case Coll::allgather:
-      return "allgather";
-    case Coll::broadcast:
-      return "broadcast";
-    case Coll::alltoall:
-      return "alltoall";
-    case Coll::alltoallv:
-      return "alltoallv";
-    case Coll::sendrecv:
-      return "send/recv";
-    case Coll::barrier:
-      return "barrier";
+#define SPARK_COLL_NAME(e, name) \
+  case Coll::e:                  \
+    return name;
+    SPARK_COLLECTIVES(SPARK_COLL_NAME)
+#undef SPARK_COLL_NAME
     case Coll::none:
       break;
   }
   return "?";
 }
 
-std::string describe(const transport::CallDesc& call) {
-  using transport::Coll;
+std::string describe(const CallDesc& call) {
   std::string s = coll_name(call.coll);
   if (call.coll == Coll::barrier) return s + "()";
   s += "(";

@@ -20,9 +20,6 @@
 
 namespace spark {
 
-using transport::CallDesc;
-using transport::Coll;
-
 namespace {
 
 struct Range {

@@ -1,6 +1,7 @@
 #include "comm/communicator_impl.hpp"
 
 #include <set>
+#include "config/config.hpp"
 
 #include "spark/error.hpp"
 
@@ -17,6 +18,9 @@ CommOptions CommOptions::from_config(const config::Config& config) {
   o.tcp_lanes = config.tcp_lanes();
   o.tcp_addr = config.tcp_addr();
   o.data_net = config.value("SPARK_DATA_NET").value_or("");
+  o.ib_hca = config.ib_hca();
+  o.ib_gid_index = config.ib_gid_index();
+  o.rdma_lanes = config.lanes();
   o.job_id = config.job_id().value_or("");
   o.trace_path = config.trace_path();
   o.report_failures = config.abort_on_failure();  // SPARK_ON_FAILURE=abort|raise

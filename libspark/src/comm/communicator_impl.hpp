@@ -13,37 +13,15 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "coll/call_desc.hpp"
 #include "comm/trace.hpp"
 #include "comm/wait_policy.hpp"
-#include "config/config.hpp"
+#include "config/options.hpp"
 #include "spark/failure.hpp"
 #include "spark/types.hpp"
 #include "transport/transport.hpp"
 
 namespace spark {
-
-/// Everything the communicator takes from the configuration snapshot (tests fill it directly).
-struct CommOptions {
-  std::uint32_t timeout_ms = 10000;           ///< SPARKNET_ROCE_TIMEOUT_MS
-  std::uint32_t barrier_timeout_ms = 600000;  ///< SPARK_BARRIER_TIMEOUT_MS
-  std::uint32_t join_timeout_ms = 60000;      ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
-  std::uint32_t spin_us = 5;  ///< SPARK_SPIN_US (when !spin_auto: every wait spins this long)
-  bool spin_auto = false;     ///< SPARK_SPIN_US unset: the adaptive wait policy decides
-  config::Transport transport = config::Transport::auto_select;
-  int tcp_lanes = 2;
-  std::optional<std::string> tcp_addr;
-  std::string data_net;  ///< SPARK_DATA_NET: interfaces that are data lanes (docs/fabric.md)
-  std::string job_id;    ///< names shm segments ("" = none given)
-  /// Fail-stop policy: report a failure to the launcher via Bootstrap::abort (the group is
-  /// then stopped). Tests of the library alone turn it off.
-  bool report_failures = true;
-  std::size_t shm_slot_bytes = 256 * 1024;
-  std::size_t tcp_slot_bytes = 256 * 1024;
-  std::size_t slots = 8;
-  std::optional<std::string> trace_path;  ///< SPARK_TRACE
-
-  static CommOptions from_config(const config::Config& config);
-};
 
 /// Algorithm choice for allreduce (auto picks by size; the others are for measurements).
 enum class AllreduceAlgo : std::uint8_t { automatic, one_shot, two_phase };
@@ -124,7 +102,7 @@ class CommunicatorImpl {
   struct Op {
     const char* name = "";
     std::uint64_t seq = 0;
-    transport::CallDesc call;
+    CallDesc call;
     bool barrier = false;  ///< waits use the barrier timeout
   };
 
@@ -150,8 +128,8 @@ class CommunicatorImpl {
   [[noreturn]] void fail(FailureCause cause, int peer, const std::string& lane, std::uint32_t step,
                          std::uint32_t waited_ms, std::uint32_t timeout_ms,
                          const std::string& detail);
-  void begin(const char* name, transport::CallDesc call, bool barrier = false);
-  void begin_p2p(const char* name, transport::CallDesc call, int peer, bool sending);
+  void begin(const char* name, CallDesc call, bool barrier = false);
+  void begin_p2p(const char* name, CallDesc call, int peer, bool sending);
   std::size_t piece_bytes() const noexcept { return piece_; }
 
   // algorithms (coll/collectives.cpp)

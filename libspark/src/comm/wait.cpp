@@ -202,13 +202,12 @@ void CommunicatorImpl::fail_external(const FailureRecord& record) noexcept {
   }
 }
 
-void CommunicatorImpl::begin(const char* name, transport::CallDesc call, bool barrier) {
+void CommunicatorImpl::begin(const char* name, CallDesc call, bool barrier) {
   check_health();
   op_ = Op{name, ++seq_, call, barrier};
 }
 
-void CommunicatorImpl::begin_p2p(const char* name, transport::CallDesc call, int peer,
-                                 bool sending) {
+void CommunicatorImpl::begin_p2p(const char* name, CallDesc call, int peer, bool sending) {
   check_health();
   auto& counter = sending ? p2p_send_seq_ : p2p_recv_seq_;
   op_ = Op{name, ++counter[static_cast<std::size_t>(peer)], call, false};
@@ -223,8 +222,9 @@ void CommunicatorImpl::post(int peer, std::uint32_t step, std::uint32_t piece, c
   h.step = step;
   h.piece = piece;
   h.bytes = static_cast<std::uint32_t>(bytes);
-  h.call = op_.call;
-  h.call.count = count_for_peer;
+  CallDesc call = op_.call;
+  call.count = count_for_peer;
+  h.call = call.bytes();
   t.send(peer, h, data);
 }
 
@@ -234,12 +234,13 @@ transport::RecvView CommunicatorImpl::take(int peer, std::uint32_t step, std::ui
   wait(peer, WaitKind::data, step, [&] { return t.peek(peer).header != nullptr; });
   transport::RecvView v = t.peek(peer);
   const transport::MsgHeader& h = *v.header;
-  transport::CallDesc mine = op_.call;
+  CallDesc mine = op_.call;
   mine.count = count_expected;
-  if (h.seq != op_.seq || !(h.call == mine)) {
+  const CallDesc theirs = CallDesc::from(h.call);
+  if (h.seq != op_.seq || !(theirs == mine)) {
     fail(FailureCause::mismatch, peer, t.lane_name(peer, WaitKind::data), step, 0,
          timeout_ms_.load(std::memory_order_relaxed),
-         "rank " + std::to_string(peer) + " called " + describe(h.call) + " at seq " +
+         "rank " + std::to_string(peer) + " called " + describe(theirs) + " at seq " +
              std::to_string(h.seq) + ", rank " + std::to_string(rank_) + " called " +
              describe(mine) + " at seq " + std::to_string(op_.seq));
   }

@@ -182,11 +182,6 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
   if (const auto spin = cfg.value("SPARK_SPIN_US"))
     cfg.spin_us_ = static_cast<std::uint32_t>(parse_integer(*find_knob("SPARK_SPIN_US"), *spin));
   {
-    const auto t = *cfg.value("SPARK_TRANSPORT");
-    cfg.transport_ = t == "tcp"    ? Transport::tcp
-                     : t == "shm"  ? Transport::shm
-                     : t == "roce" ? Transport::roce
-                                   : Transport::auto_select;
     const auto b = *cfg.value("SPARK_BOOTSTRAP");
     cfg.bootstrap_ = b == "pmix"        ? BootstrapKind::pmix
                      : b == "env"       ? BootstrapKind::env
@@ -263,8 +258,8 @@ std::uint32_t Config::join_timeout_ms() const noexcept {
 bool Config::abort_on_failure() const noexcept {
   return abort_on_failure_;
 }
-Transport Config::transport() const noexcept {
-  return transport_;
+std::string Config::transport() const {
+  return *value("SPARK_TRANSPORT");
 }
 int Config::tcp_lanes() const noexcept {
   return tcp_lanes_;

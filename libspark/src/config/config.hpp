@@ -53,7 +53,6 @@ std::span<const Knob> knobs() noexcept;
 /// The table entry for `name`, or nullptr.
 const Knob* find_knob(std::string_view name) noexcept;
 
-enum class Transport : std::uint8_t { auto_select, tcp, shm, roce };
 enum class BootstrapKind : std::uint8_t { auto_select, pmix, env, singleton };
 enum class LogLevel : std::uint8_t { error, warn, info, trace };
 
@@ -82,7 +81,7 @@ class Config {
   bool abort_on_failure() const noexcept;
 
   // --- transports --------------------------------------------------------------------------
-  Transport transport() const noexcept;         ///< SPARK_TRANSPORT (auto)
+  std::string transport() const;                ///< SPARK_TRANSPORT (auto)
   int tcp_lanes() const noexcept;               ///< SPARK_TCP_LANES (connections per peer)
   std::optional<std::string> tcp_addr() const;  ///< SPARK_TCP_ADDR (IPv4 to listen on/publish)
   /// SPARK_SPIN_US (spin before blocking); unset: chosen per node at wire-up.
@@ -148,7 +147,6 @@ class Config {
   std::optional<std::uint32_t> spin_us_;
   int tcp_lanes_ = 0;
   bool abort_on_failure_ = true;
-  Transport transport_ = Transport::auto_select;
   BootstrapKind bootstrap_ = BootstrapKind::auto_select;
   LogLevel log_level_ = LogLevel::warn;
 };

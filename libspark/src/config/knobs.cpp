@@ -3,11 +3,16 @@
 #include <algorithm>
 
 #include "config/config.hpp"
+#include "transport/registry.hpp"
 
 namespace spark::config {
 namespace {
 
 constexpr std::int64_t kMaxRanks = 1 << 20;
+// SPARK_TRANSPORT's words and help, from the transport registry.
+#define SPARK_TRANSPORT_CHOICE(name, local, doc) "|" #name
+#define SPARK_TRANSPORT_DOC(name, local, doc) " " #name ": " doc "."
+constexpr std::string_view kTransportChoices = "auto" SPARK_TRANSPORTS(SPARK_TRANSPORT_CHOICE);
 
 // Field order: name, type, default, doc, kind, origin, min, max, choices.
 // clang-format off
@@ -34,10 +39,10 @@ constexpr Knob kKnobs[] = {
      "store, reach a fence). On expiry the error names the ranks that never arrived.",
      KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}},
     // --- transports ----------------------------------------------------------------------------
-    {"SPARK_TRANSPORT", "auto|tcp|shm|roce", "auto",
-     "Transport for every peer. auto: shm for ranks on the same node, roce across nodes when "
-     "RDMA devices exist, else tcp.",
-     KnobType::choice, KnobOrigin::user, 0, 0, "auto|tcp|shm|roce"},
+    {"SPARK_TRANSPORT", kTransportChoices, "auto",
+     "Transport for every peer. auto: shm for ranks on the same node, tcp across nodes."
+     SPARK_TRANSPORTS(SPARK_TRANSPORT_DOC),
+     KnobType::choice, KnobOrigin::user, 0, 0, kTransportChoices},
     {"SPARK_TCP_LANES", "integer", "2",
      "TCP connections per peer; large messages are striped across them.", KnobType::integer,
      KnobOrigin::user, 1, 16, {}},

@@ -1,4 +1,5 @@
-// The transport interface: a one-sided mailbox model that tcp, shm and (later) verbs implement.
+// The transport interface: a one-sided mailbox model that shm, tcp and roce (verbs) implement,
+// and their set-up (Gloo's pair: publish an endpoint, connect from the peers' bytes).
 //
 // Model
 // -----
@@ -34,36 +35,28 @@
 // touch transports.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "config/options.hpp"
+#include "spark/failure.hpp"
+
+namespace spark::bootstrap {
+class Bootstrap;
+}
 
 namespace spark::transport {
 
-/// Which collective a message belongs to (part of every message, for mismatch detection).
-enum class Coll : std::uint8_t {
-  none = 0,
-  allreduce,
-  reduce_scatter,
-  allgather,
-  broadcast,
-  alltoall,
-  alltoallv,
-  sendrecv,
-  barrier,
-};
-
-/// The call a message belongs to: enough to name it in a mismatch report.
-struct CallDesc {
-  Coll coll = Coll::none;
-  std::uint8_t dtype = 0;  ///< spark::DType
-  std::uint8_t op = 0;     ///< spark::ReduceOp (0 when not a reduction)
-  std::uint8_t pad = 0;
-  std::int32_t root = -1;   ///< broadcast root, -1 otherwise
-  std::uint64_t count = 0;  ///< element count as the sender sees it for this pair
-  bool operator==(const CallDesc&) const = default;
+/// The collective call a message belongs to, as 16 opaque bytes: coll/call_desc.hpp writes and
+/// compares them (mismatch detection); transports only carry them.
+struct CallBytes {
+  std::uint64_t word[2] = {0, 0};
 };
 
 /// The header carried in front of every message (and published as the slot's flag).
@@ -73,7 +66,7 @@ struct MsgHeader {
   std::uint32_t piece = 0;  ///< index of the piece inside the step
   std::uint32_t bytes = 0;  ///< payload bytes in this slot (<= slot_bytes())
   std::uint32_t kind = 0;   ///< transport-private (tcp frame type, shm publication flag)
-  CallDesc call;            ///< 16 bytes
+  CallBytes call;           ///< 16 bytes
 };
 static_assert(sizeof(MsgHeader) == 40);
 
@@ -89,9 +82,41 @@ enum class WaitKind : std::uint8_t { data, credit, send_done };
 /// Health of the connection to one peer.
 enum class PeerState : std::uint8_t { ok, closed, error };
 
+/// What wire-up (comm/wireup.cpp) gives a transport's factory (registry.hpp) and connect().
+struct Setup {
+  int rank = 0;
+  int size = 1;
+  std::vector<int> peers;          ///< the ranks this transport reaches, ascending
+  std::vector<std::string> nodes;  ///< node id of every rank (SPARK_HOST)
+  const CommOptions* options = nullptr;
+  /// For a transport that exchanges more than its endpoint (tcp's fabric map puts keys and
+  /// fences: it must then exist on every rank, under a condition every rank computes alike).
+  bootstrap::Bootstrap* boot = nullptr;
+  std::chrono::milliseconds join{60000};  ///< set-up deadline (SPARK_JOIN_TIMEOUT_MS)
+  /// Failures found off the wait point (tcp's relay thread); must not throw.
+  std::function<void(const FailureRecord&)> on_failure;
+  std::function<std::uint32_t()> timeout_ms;  ///< the communicator's current timeout
+
+  bool one_node() const {  ///< every rank on one node
+    return std::all_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n == nodes[0]; });
+  }
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
+
+  // --- set-up: publish, fence, connect, barrier, connected -----------------------------------
+  /// The bytes peers connect from; wire-up publishes them under "spark.<name()>".
+  virtual std::string endpoint() const = 0;
+  /// After the fence: connects to every rank of setup.peers from endpoints[rank] (the bytes
+  /// that rank published; "" for ranks this transport does not reach).
+  virtual void connect(const Setup& setup, const std::vector<std::string>& endpoints) = 0;
+  /// After the barrier that ends wire-up, when every peer is connected (shm unlinks its name).
+  virtual void connected() noexcept {}
+  /// Rank ring over direct links when not every node pair is linked (the collectives then
+  /// take ring algorithms, coll/ring.cpp; identical on every rank); empty: no such ring.
+  virtual std::vector<int> direct_ring() const { return {}; }
 
   virtual std::string_view name() const noexcept = 0;  ///< "tcp", "shm", "roce"
   /// Payload bytes per slot: the largest message; collectives cut data into pieces this size.

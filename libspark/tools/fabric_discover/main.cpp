@@ -52,9 +52,9 @@ int run(int argc, char** argv) {
   const auto t = cfg.transport();
   const auto devs =
       cfg.ib_hca() ? parse_rdma_devices(*cfg.ib_hca(), "SPARK_IB_HCA") : std::vector<std::string>{};
-  auto mine = node_lanes(t == config::Transport::roce          ? LaneKind::rdma
-                         : t == config::Transport::auto_select ? LaneKind::automatic
-                                                               : LaneKind::net,
+  auto mine = node_lanes(t == "roce"   ? LaneKind::rdma
+                         : t == "auto" ? LaneKind::automatic
+                                       : LaneKind::net,
                          devs, nets);
   // Probes connect to these; the kernel completes the handshake from the backlog, so nobody
   // has to accept().

@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -152,6 +153,21 @@ void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
   // when both share a pid namespace; otherwise the timeout catches it.
   if (ns == pid_namespace()) p->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   peers_[static_cast<std::size_t>(peer_rank)] = std::move(p);
+}
+
+std::unique_ptr<Transport> make_shm(const Setup& s) {
+  std::vector<int> node_ranks = s.peers;
+  node_ranks.push_back(s.rank);
+  std::sort(node_ranks.begin(), node_ranks.end());
+  const CommOptions& o = *s.options;
+  return std::make_unique<ShmTransport>(s.rank, s.size, node_ranks,
+                                        o.job_id.empty() ? "job" : o.job_id,
+                                        s.nodes[static_cast<std::size_t>(s.rank)],
+                                        ShmOptions{o.slots, o.shm_slot_bytes});
+}
+
+void ShmTransport::connect(const Setup& s, const std::vector<std::string>& endpoints) {
+  for (int r : s.peers) attach(r, endpoints[static_cast<std::size_t>(r)]);
 }
 
 void ShmTransport::unlink() noexcept {

@@ -27,10 +27,13 @@ class ShmTransport final : public Transport {
   ShmTransport& operator=(const ShmTransport&) = delete;
 
   /// What peers need to attach: "segment-name;pid;pid-namespace".
-  std::string endpoint() const;
+  std::string endpoint() const override;
+  /// Maps every peer's segment (attach) from its endpoint string.
+  void connect(const Setup& setup, const std::vector<std::string>& endpoints) override;
+  /// Removes this rank's segment name from /dev/shm (every peer attached).
+  void connected() noexcept override { unlink(); }
   /// Maps the peer's segment from its endpoint string.
   void attach(int peer, const std::string& endpoint);
-  /// Removes this rank's segment name from /dev/shm (after every peer attached).
   void unlink() noexcept;
   const std::string& segment_name() const noexcept { return name_; }
 

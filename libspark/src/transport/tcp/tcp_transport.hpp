@@ -66,7 +66,10 @@ class TcpTransport final : public Transport {
   TcpTransport& operator=(const TcpTransport&) = delete;
 
   /// "ip1,ip2,...;port": what peers connect to.
-  std::string endpoint() const;
+  std::string endpoint() const override;
+  /// Learns the fabric map when it applies (tcp_setup.cpp), then connect_all.
+  void connect(const Setup& setup, const std::vector<std::string>& endpoints) override;
+  std::vector<int> direct_ring() const override { return ring_; }
   /// This node's data lanes (SPARK_DATA_NET set; empty otherwise), as published for the map.
   const std::vector<fabric::Lane>& data_lanes() const noexcept { return data_lanes_; }
   /// The listening port (probes of the fabric map connect to it).
@@ -159,6 +162,7 @@ class TcpTransport final : public Transport {
   TcpRelay::OnFailure on_relay_failure_;
   TcpRelay::TimeoutSource relay_timeout_;
   std::unique_ptr<TcpRelay> relay_;  ///< started when this rank relays for someone
+  std::vector<int> ring_;            ///< direct_ring(): set by connect() from the fabric map
 };
 
 }  // namespace spark::transport

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <thread>
 
+#include "fabric/rdma_lanes.hpp"
 #include "spark/error.hpp"
 #include "verbs/verbs_error.hpp"
 
@@ -229,6 +230,23 @@ std::string VerbsTransport::endpoint() const {
     }
   }
   return out;
+}
+
+VerbsOptions verbs_options(const CommOptions& c) {
+  VerbsOptions o;
+  if (c.rdma_lanes)
+    o.devices = spark::fabric::parse_rdma_devices(*c.rdma_lanes, "SPARK_LANES");
+  else if (c.ib_hca)
+    o.devices = spark::fabric::parse_rdma_devices(*c.ib_hca, "SPARK_IB_HCA");
+  o.gid_index = c.ib_gid_index;
+  o.timeout_ms = c.timeout_ms;
+  o.slots = c.slots;
+  o.slot_bytes = c.tcp_slot_bytes;
+  return o;
+}
+
+std::unique_ptr<Transport> make_roce(const Setup& s) {
+  return std::make_unique<VerbsTransport>(s.rank, s.size, s.peers, verbs_options(*s.options));
 }
 
 void VerbsTransport::connect_all(const std::vector<std::string>& endpoints) {

@@ -46,6 +46,10 @@ struct VerbsOptions {
   int port = 1;
 };
 
+/// Lanes from SPARK_LANES (set by sparkrun from the binding plan), else SPARK_IB_HCA, else
+/// every device with an active port; SPARK_IB_GID_INDEX; the QP timing from the timeout.
+VerbsOptions verbs_options(const CommOptions& options);
+
 class VerbsTransport final : public Transport {
  public:
   /// Opens the lanes, registers memory, creates the QPs. `peers`: ranks reached over RoCE.
@@ -55,7 +59,10 @@ class VerbsTransport final : public Transport {
   VerbsTransport& operator=(const VerbsTransport&) = delete;
 
   /// Binary blob to publish through the bootstrap: this rank's endpoint per (peer, lane).
-  std::string endpoint() const;
+  std::string endpoint() const override;
+  void connect(const Setup&, const std::vector<std::string>& endpoints) override {
+    connect_all(endpoints);
+  }
   /// Connects every QP; `endpoints[r]` is rank r's endpoint() (empty for ranks not in
   /// `peers`). Throws VerbsError for lane-count, slot-layout or MTU mismatches.
   void connect_all(const std::vector<std::string>& endpoints);

@@ -1,0 +1,41 @@
+// What a communicator takes from the configuration snapshot: filled by from_config, read by
+// the communicator and by each transport's factory (transport/registry.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace spark {
+
+namespace config {
+class Config;
+}
+
+struct CommOptions {
+  std::uint32_t timeout_ms = 10000;           ///< SPARKNET_ROCE_TIMEOUT_MS
+  std::uint32_t barrier_timeout_ms = 600000;  ///< SPARK_BARRIER_TIMEOUT_MS
+  std::uint32_t join_timeout_ms = 60000;      ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
+  std::uint32_t spin_us = 5;  ///< SPARK_SPIN_US (when !spin_auto: every wait spins this long)
+  bool spin_auto = false;     ///< SPARK_SPIN_US unset: the adaptive wait policy decides
+  std::string transport = "auto";  ///< SPARK_TRANSPORT: auto or a name of transport/registry.hpp
+  int tcp_lanes = 2;
+  std::optional<std::string> tcp_addr;
+  std::string data_net;  ///< SPARK_DATA_NET: interfaces that are data lanes (docs/fabric.md)
+  std::optional<std::string> ib_hca;      ///< SPARK_IB_HCA
+  std::optional<int> ib_gid_index;        ///< SPARK_IB_GID_INDEX
+  std::optional<std::string> rdma_lanes;  ///< SPARK_LANES (sparkrun's binding plan)
+  std::string job_id;                     ///< names shm segments ("" = none given)
+  /// Fail-stop policy: report a failure to the launcher via Bootstrap::abort (the group is
+  /// then stopped). Tests of the library alone turn it off.
+  bool report_failures = true;
+  std::size_t shm_slot_bytes = 256 * 1024;
+  std::size_t tcp_slot_bytes = 256 * 1024;
+  std::size_t slots = 8;
+  std::optional<std::string> trace_path;  ///< SPARK_TRACE
+
+  static CommOptions from_config(const config::Config& config);
+};
+
+}  // namespace spark

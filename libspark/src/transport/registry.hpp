@@ -1,0 +1,37 @@
+// The transports this libspark can use, one line each (Gloo: one factory per transport).
+// Wire-up (comm/wireup.cpp) creates, publishes and connects transports only through this table
+// and the Transport interface, and SPARK_TRANSPORT's choices and help text (config/knobs.cpp)
+// come from it: a new transport is its folder (a Transport and its make_<name>) and one line.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "transport/transport.hpp"
+
+// X(name, node_local, doc): name is the SPARK_TRANSPORT word, the bootstrap key "spark.<name>"
+// and the factory transport::make_<name>; a node_local transport reaches only its node's ranks.
+#define SPARK_TRANSPORTS(X)                                          \
+  X(tcp, false, "TCP sockets, SPARK_TCP_LANES connections per peer") \
+  X(shm, true, "shared memory, for ranks of the same node")          \
+  X(roce, false, "RDMA WRITE over RoCE (ibverbs) on the SPARK_LANES / SPARK_IB_HCA devices")
+
+namespace spark::transport {
+
+struct TransportKind {
+  std::string_view name;
+  bool node_local;
+  /// Opens the transport for setup.peers (listening sockets, segments, QPs); throws
+  /// ConfigError when this libspark was built without it.
+  std::unique_ptr<Transport> (*make)(const Setup& setup);
+};
+
+/// Every transport, in set-up order.
+std::span<const TransportKind> transport_kinds() noexcept;
+
+/// The transport that reaches a peer: SPARK_TRANSPORT's choice (`wanted`), or for auto shm on
+/// the same node and tcp across nodes (the caller refuses a node-local one across nodes).
+const TransportKind& choose_transport(std::string_view wanted, bool same_node);
+
+}  // namespace spark::transport

@@ -1,0 +1,111 @@
+// tcp's set-up through the Transport interface: its factory, and connect() with the fabric
+// map (docs/fabric.md). When ranks span several hosts and SPARK_DATA_NET names the data
+// subnets, every rank publishes its data lanes with its tcp endpoint; the first rank of each
+// host probes the same-subnet lane pairs toward higher nodes (a connect bound to its lane, to
+// the peer's tcp listener) and publishes what worked; after one more fence every rank builds
+// the same map (fabric::build_map). The transport then connects each peer over its serving
+// lanes or through a relay, and the collectives take the ring of direct links (direct_ring).
+#include <algorithm>
+#include <cstdio>
+
+#include "bootstrap/bootstrap.hpp"
+#include "fabric/probe_protocol.hpp"
+#include "spark/error.hpp"
+#include "transport/tcp/tcp_transport.hpp"
+
+namespace spark::transport {
+
+namespace {
+std::string get_string(bootstrap::Bootstrap& b, int rank, const std::string& key) {
+  return bootstrap::to_string(b.get(rank, key));
+}
+
+int endpoint_port(const std::string& ep, int rank) {
+  auto semi = ep.rfind(';');
+  int port = 0;
+  if (semi == std::string::npos || std::sscanf(ep.c_str() + semi + 1, "%d", &port) != 1)
+    throw BootstrapError("tcp transport: malformed endpoint '" + ep + "' of rank " +
+                         std::to_string(rank));
+  return port;
+}
+
+// The map is learnt when ranks span hosts and SPARK_DATA_NET names the lanes (every rank
+// computes this alike, so all of them take the extra fence or none).
+bool uses_fabric(const Setup& s, const TcpOptions& o) {
+  return !s.one_node() && !o.data_net.empty() && !o.addr;
+}
+
+// Steps 2-3 of the map (step 1, publishing lanes, rides on the endpoint fence).
+std::unique_ptr<TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, int rank, int size,
+                                        const std::vector<std::string>& nodes,
+                                        std::chrono::milliseconds join) {
+  auto f = std::make_unique<TcpFabric>();
+  auto grouped = fabric::group_by_host(nodes);
+  f->hosts = std::move(grouped.hosts);
+  f->speaker = std::move(grouped.speaker);
+  f->node_of = std::move(grouped.node_of);
+  for (int r : f->speaker)
+    f->lanes.push_back(fabric::decode_lanes(get_string(boot, r, "spark.fabric.lanes")));
+  f->ports.resize(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r)
+    f->ports[static_cast<std::size_t>(r)] = endpoint_port(get_string(boot, r, "spark.tcp"), r);
+  const int n = static_cast<int>(f->hosts.size());
+  const int me = f->node_of[static_cast<std::size_t>(rank)];
+  if (f->speaker[static_cast<std::size_t>(me)] == rank) {
+    // Every lane of a node is served by its speaker's one tcp listener.
+    auto port = [&](int b, std::size_t) {
+      return f->ports[static_cast<std::size_t>(f->speaker[static_cast<std::size_t>(b)])];
+    };
+    boot.put("spark.fabric.probe",
+             bootstrap::as_bytes(fabric::probe_higher(f->lanes, me, port, join)));
+  }
+  boot.commit();
+  boot.fence(join);
+  std::vector<std::string> published;
+  for (int r : f->speaker) published.push_back(get_string(boot, r, "spark.fabric.probe"));
+  f->map = fabric::map_from_probes(f->lanes, published);
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (f->map.route(a, b).kind == fabric::Route::Kind::unreachable)
+        throw BootstrapError("fabric: node " + f->hosts[static_cast<std::size_t>(a)] +
+                             " cannot reach node " + f->hosts[static_cast<std::size_t>(b)] +
+                             " over SPARK_DATA_NET lanes, not even by relay; map:\n" +
+                             f->map.describe(f->hosts, f->lanes) +
+                             "check the cables with `sparkrun fabric`");
+  return f;
+}
+}  // namespace
+
+std::unique_ptr<Transport> make_tcp(const Setup& s) {
+  const CommOptions& c = *s.options;
+  TcpOptions o;
+  o.lanes = c.tcp_lanes;
+  o.slots = c.slots;
+  o.slot_bytes = c.tcp_slot_bytes;
+  o.addr = c.tcp_addr;
+  o.data_net = c.data_net;
+  o.timeout_ms = c.timeout_ms;
+  auto t = std::make_unique<TcpTransport>(s.rank, s.size, s.peers, o);
+  if (uses_fabric(s, o))
+    s.boot->put("spark.fabric.lanes", bootstrap::as_bytes(fabric::encode_lanes(t->data_lanes())));
+  return t;
+}
+
+void TcpTransport::connect(const Setup& s, const std::vector<std::string>& endpoints) {
+  std::vector<bool> same_node(static_cast<std::size_t>(s.size));
+  for (int r = 0; r < s.size; ++r)
+    same_node[static_cast<std::size_t>(r)] =
+        r != s.rank &&
+        s.nodes[static_cast<std::size_t>(r)] == s.nodes[static_cast<std::size_t>(s.rank)];
+  std::unique_ptr<TcpFabric> fab;
+  if (uses_fabric(s, opt_)) {
+    fab = learn_fabric(*s.boot, s.rank, s.size, s.nodes, s.join);
+    if (!fab->map.fully_connected())
+      ring_ = fabric::rank_ring(fabric::ring_order(fab->map), fab->node_of);
+  }
+  set_relay_failure_handler(s.on_failure);
+  set_relay_timeout_source(s.timeout_ms);
+  connect_all(endpoints, same_node, s.join, fab.get());
+}
+
+}  // namespace spark::transport

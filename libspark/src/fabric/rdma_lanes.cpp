@@ -1,56 +1,23 @@
 #include "fabric/rdma_lanes.hpp"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
-
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "fabric/local_lanes.hpp"
 #include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
+#include "verbs/gid.hpp"
 
 namespace spark::fabric {
 namespace fs = std::filesystem;
 
 namespace {
 
-std::optional<std::string> first_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string line;
-  // rxe answers EINVAL when the type or ndev of an unused GID entry is read: absent.
-  if (!in || !std::getline(in, line)) return std::nullopt;
-  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-  return line;
-}
-
-std::optional<unsigned> parse_uint(std::string_view s, unsigned max, int base = 10) {
-  unsigned v = 0;
-  if (s.empty() || s.size() > 10) return std::nullopt;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v > max) return std::nullopt;
-  return v;
-}
-
-// "0000:0000:0000:0000:0000:ffff:0a32:0001" -> 10.50.0.1; nullopt for any other GID.
-std::optional<std::uint32_t> ipv4_of_gid(std::string_view text) {
-  if (text.size() != 39) return std::nullopt;
-  std::uint16_t g[8];
-  for (std::size_t i = 0; i < 8; ++i) {
-    if (i < 7 && text[i * 5 + 4] != ':') return std::nullopt;
-    auto v = parse_uint(text.substr(i * 5, 4), 0xffff, 16);
-    if (!v) return std::nullopt;
-    g[i] = static_cast<std::uint16_t>(*v);
-  }
-  if (g[0] || g[1] || g[2] || g[3] || g[4] || g[5] != 0xffff) return std::nullopt;
-  const std::uint32_t a = (std::uint32_t{g[6]} << 16) | g[7];
-  if (a == 0) return std::nullopt;
-  return a;
+std::optional<unsigned> parse_uint(std::string_view s, unsigned max) {
+  std::int64_t v = 0;
+  if (protocol::parse_integer(s, 0, max, v) != protocol::Integer::ok) return std::nullopt;
+  return static_cast<unsigned>(v);
 }
 
 // The PCI function of the device ("0000:01:00.1" -> 1), which is the QSFP port on a CX7;
@@ -78,19 +45,7 @@ std::vector<std::string> sorted_names(const fs::path& dir) {
 
 std::vector<NetdevAddress> netdev_addresses() {
   std::vector<NetdevAddress> out;
-  ifaddrs* ifa = nullptr;
-  if (getifaddrs(&ifa) != 0) return out;
-  for (auto* p = ifa; p; p = p->ifa_next) {
-    if (!p->ifa_addr || p->ifa_addr->sa_family != AF_INET || !p->ifa_netmask) continue;
-    if ((p->ifa_flags & IFF_UP) == 0 || (p->ifa_flags & IFF_LOOPBACK) != 0) continue;
-    NetdevAddress a;
-    a.netdev = p->ifa_name;
-    a.ipv4 = ntohl(reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr.s_addr);
-    a.prefix =
-        __builtin_popcount(ntohl(reinterpret_cast<sockaddr_in*>(p->ifa_netmask)->sin_addr.s_addr));
-    out.push_back(std::move(a));
-  }
-  freeifaddrs(ifa);
+  for (const Lane& l : local_lanes({})) out.push_back({l.name, l.ipv4, l.prefix});
   return out;
 }
 
@@ -116,15 +71,16 @@ std::vector<RdmaFunction> rdma_functions(std::string_view ib_root,
       for (const auto& g : sorted_names(pdir / "gids")) {
         auto idx = parse_uint(g, 65535);
         if (!idx) continue;
-        auto text = first_line(pdir / "gids" / g);
-        if (auto a = text ? ipv4_of_gid(*text) : std::nullopt) v4.emplace_back(*idx, *a);
+        auto gid = verbs::parse_sysfs_gid(verbs::sysfs_line(pdir / "gids" / g).value_or(""));
+        if (gid && verbs::is_ipv4_mapped(*gid) && verbs::gid_ipv4(*gid) != 0)
+          v4.emplace_back(*idx, verbs::gid_ipv4(*gid));
       }
       std::sort(v4.begin(), v4.end());
       bool found = false, explained = false;
       for (const auto& [idx, addr] : v4) {
         const auto i = std::to_string(idx);
-        if (first_line(pdir / "gid_attrs" / "types" / i).value_or("") != "RoCE v2") continue;
-        const auto ndev = first_line(pdir / "gid_attrs" / "ndevs" / i).value_or("");
+        if (verbs::sysfs_line(pdir / "gid_attrs" / "types" / i).value_or("") != "RoCE v2") continue;
+        const auto ndev = verbs::sysfs_line(pdir / "gid_attrs" / "ndevs" / i).value_or("");
         // (A copy of the binding: clang 14, the fuzz build's compiler, cannot capture one.)
         auto a = std::find_if(addresses.begin(), addresses.end(),
                               [&, addr = addr](const NetdevAddress& x) {

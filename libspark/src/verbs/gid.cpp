@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -16,16 +17,6 @@ namespace spark::verbs {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::optional<std::string> read_first_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string line;
-  // rxe answers EINVAL when the type of an unused entry is read: treat as absent.
-  if (!in || !std::getline(in, line)) return std::nullopt;
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r' || line.back() == ' '))
-    line.pop_back();
-  return line;
-}
 
 bool parse_uint(std::string_view s, unsigned long max, unsigned long* out) {
   std::int64_t v = 0;
@@ -58,6 +49,19 @@ std::string gid_text(const Gid& gid) {
   return buf;
 }
 
+std::optional<std::string> sysfs_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+  return line;
+}
+
+std::uint32_t gid_ipv4(const Gid& g) noexcept {
+  return (std::uint32_t{g[12]} << 24) | (std::uint32_t{g[13]} << 16) | (std::uint32_t{g[14]} << 8) |
+         std::uint32_t{g[15]};
+}
+
 bool is_ipv4_mapped(const Gid& gid) noexcept {
   return std::all_of(gid.begin(), gid.begin() + 10, [](std::uint8_t b) { return b == 0; }) &&
          gid[10] == 0xff && gid[11] == 0xff;
@@ -85,7 +89,7 @@ GidChoice select_gid(std::string_view sysfs_root, std::string_view device, int p
 
   if (index_override) {
     int idx = parse_gid_index(*index_override);
-    auto text = read_first_line(port_dir / "gids" / std::to_string(idx));
+    auto text = sysfs_line(port_dir / "gids" / std::to_string(idx));
     auto gid = text ? parse_sysfs_gid(*text) : std::nullopt;
     if (!gid || std::all_of(gid->begin(), gid->end(), [](std::uint8_t b) { return b == 0; })) {
       throw VerbsError("SPARK_IB_GID_INDEX=" + *index_override + " names no valid GID on " + where +
@@ -101,13 +105,13 @@ GidChoice select_gid(std::string_view sysfs_root, std::string_view device, int p
   for (const auto& entry : fs::directory_iterator(port_dir / "gids", ec)) {
     unsigned long idx = 0;
     if (!parse_uint(entry.path().filename().string(), 65535, &idx)) continue;
-    auto text = read_first_line(entry.path());
+    auto text = sysfs_line(entry.path());
     auto gid = text ? parse_sysfs_gid(*text) : std::nullopt;
     if (!gid || std::all_of(gid->begin(), gid->end(), [](std::uint8_t b) { return b == 0; }))
       continue;
     std::string type;
     if (is_ipv4_mapped(*gid)) {
-      type = read_first_line(port_dir / "gid_attrs" / "types" / std::to_string(idx)).value_or("?");
+      type = sysfs_line(port_dir / "gid_attrs" / "types" / std::to_string(idx)).value_or("?");
     }
     seen[static_cast<int>(idx)] = gid_text(*gid) + (type.empty() ? "" : " (" + type + ")");
     if (is_ipv4_mapped(*gid) && type == "RoCE v2" &&

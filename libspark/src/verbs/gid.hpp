@@ -24,6 +24,11 @@ std::optional<Gid> parse_sysfs_gid(std::string_view text);
 std::string gid_text(const Gid& gid);
 /// True for ::ffff:a.b.c.d.
 bool is_ipv4_mapped(const Gid& gid) noexcept;
+/// a.b.c.d of ::ffff:a.b.c.d, in host byte order.
+std::uint32_t gid_ipv4(const Gid& gid) noexcept;
+/// The first line of a sysfs file without trailing white space; nullopt when it cannot be read
+/// (rxe answers EINVAL when the type or ndev of an unused GID entry is read).
+std::optional<std::string> sysfs_line(const std::string& path);
 
 struct GidChoice {
   int index = -1;

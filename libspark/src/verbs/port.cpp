@@ -17,9 +17,7 @@ std::vector<std::string> device_names() {
 }
 
 std::uint32_t OpenPort::ipv4() const noexcept {
-  const auto& g = gid.gid;
-  return (std::uint32_t{g[12]} << 24) | (std::uint32_t{g[13]} << 16) | (std::uint32_t{g[14]} << 8) |
-         std::uint32_t{g[15]};
+  return gid_ipv4(gid.gid);
 }
 
 OpenPort open_port(const std::string& device, int port, std::string_view sysfs_root,

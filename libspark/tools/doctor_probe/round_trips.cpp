@@ -30,8 +30,16 @@ int ms_left(Clock::time_point deadline) {
   return left.count() <= 0 ? 0 : static_cast<int>(left.count());
 }
 
-long long ms_since(Clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+// An initiator's failure: what went wrong, with the peer and lane, the time it took and the
+// window it had.
+TripResult trip_failed(const std::string& what, const std::string& who, Clock::time_point t0,
+                       std::chrono::milliseconds timeout) {
+  TripResult r;
+  r.error = what + " (" + who + ", after " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()) +
+            " ms, timeout " + std::to_string(timeout.count()) + " ms)";
+  return r;
 }
 
 // Moves `n` bytes in or out of a non-blocking socket before `deadline`; "" or the reason.
@@ -71,11 +79,7 @@ TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, 
   TripResult r;
   const auto t0 = Clock::now();
   const auto deadline = t0 + timeout;
-  auto fail = [&](const std::string& what) {
-    r.error = what + " (" + who + ", after " + std::to_string(ms_since(t0)) + " ms, timeout " +
-              std::to_string(timeout.count()) + " ms)";
-    return r;
-  };
+  auto fail = [&](const std::string& what) { return trip_failed(what, who, t0, timeout); };
   std::string why;
   net::Fd s = net::connect_within(from.ipv4, ipv4, port, timeout, &why);
   if (!s) return fail(why);
@@ -188,11 +192,7 @@ TripResult RdmaLink::initiate(int iters, std::chrono::milliseconds timeout,
   TripResult r;
   const auto t0 = Clock::now();
   const auto deadline = t0 + timeout;
-  auto fail = [&](const std::string& what) {
-    r.error = what + " (" + who + ", after " + std::to_string(ms_since(t0)) + " ms, timeout " +
-              std::to_string(timeout.count()) + " ms)";
-    return r;
-  };
+  auto fail = [&](const std::string& what) { return trip_failed(what, who, t0, timeout); };
   std::vector<double> samples;
   for (int k = 1; k <= iters; ++k) {
     const auto t = Clock::now();

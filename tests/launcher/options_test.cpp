@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
+
 #include "options.hpp"
 #include "usage_error.hpp"
 
@@ -32,6 +34,29 @@ TEST(Options, ShortAndLongForms) {
   EXPECT_TRUE(r.options.timestamp_output);
   EXPECT_EQ(r.options.output_dir, "out");
   EXPECT_EQ(r.options.command, (std::vector<std::string>{"prog"}));
+}
+
+// Every value-taking option comes from the one table: "-np" after "--fabric FILE" is still the
+// launcher's (it was read as "-n p": "-n: 'p' is not a whole number").
+TEST(Options, NpAfterFabricFile) {
+  auto r = parse({"--fabric", "map.json", "-np", "2", "./app"});
+  EXPECT_EQ(r.options.np, 2);
+  EXPECT_EQ(r.options.fabric_file, "map.json");
+  EXPECT_EQ(r.options.command, (std::vector<std::string>{"./app"}));
+  EXPECT_EQ(parse({"-v", "-np", "2", "./app"}).options.np, 2);  // a flag takes no value
+}
+
+// doctor and fabric pass the launch options on to sparkrun, spelled from the same table.
+TEST(Options, LaunchOptionsGivenAgain) {
+  CLI::App app;
+  LaunchOptions launch(app);
+  EXPECT_FALSE(parse_command_line(app, {"-np", "2", "-x", "A=1", "-H", "a,b", "-v", "-x", "B"}));
+  EXPECT_EQ(launch.finish().np, 2);
+  EXPECT_EQ(launch.given(), (std::vector<std::string>{"--np", "2", "--host", "a,b", "-x", "A=1",
+                                                      "-x", "B", "--verbose"}));
+  CLI::App bad;
+  LaunchOptions bad_launch(bad);
+  EXPECT_THROW(parse_command_line(bad, {"--bogus"}), UsageError);
 }
 
 TEST(Options, DoubleDashSeparatesTheProgram) {

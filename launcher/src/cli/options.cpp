@@ -1,7 +1,6 @@
 #include "options.hpp"
 
 #include <CLI/CLI.hpp>
-#include <array>
 #include <optional>
 #include <string_view>
 
@@ -11,25 +10,12 @@
 namespace spark::launch {
 namespace {
 
-// Options that take a value as the next argument (needed to find where the program starts
-// when rewriting mpirun's single-dash "-np").
-constexpr std::array<std::string_view, 16> kValueOptions = {
-    "-n",           "-np",        "--np",           "-H",
-    "--host",       "--hostfile", "--machinefile",  "-x",
-    "--output-dir", "--timeout",  "--kill-grace",   "--bind-to",
-    "--map-by",     "--topology", "--launch-agent", "--control-net"};
-
-bool takes_value(std::string_view arg) {
-  for (auto o : kValueOptions) {
-    if (arg == o) return true;
-  }
-  return false;
-}
-
 // CLI11 only knows single-letter short options; mpirun users type "-np 3". Rewrite it to
-// "--np" in the launcher's own part of the command line (never in the program's arguments).
-// A "--" in the launcher's part ends it: what follows is the program, passed in `after`.
-std::vector<std::string> rewrite_mpirun_spellings(const std::vector<std::string>& args,
+// "--np" in the options' part of the command line (never in the program's arguments), asking
+// `app` which options take the next argument as their value. A "--" in the options' part
+// ends it: what follows is the program, passed in `after`.
+std::vector<std::string> rewrite_mpirun_spellings(const CLI::App& app,
+                                                  const std::vector<std::string>& args,
                                                   std::optional<std::vector<std::string>>& after) {
   std::vector<std::string> out;
   out.reserve(args.size());
@@ -48,7 +34,10 @@ std::vector<std::string> rewrite_mpirun_spellings(const std::vector<std::string>
     } else {
       out.push_back(a);
     }
-    if (takes_value(a) && i + 1 < args.size()) out.push_back(args[++i]);
+    const CLI::Option* opt = app.get_option_no_throw(a == "-np" ? "--np" : a);
+    if (opt != nullptr && opt->get_items_expected_max() > 0 && i + 1 < args.size()) {
+      out.push_back(args[++i]);
+    }
   }
   for (; i < args.size(); ++i) out.push_back(args[i]);
   return out;
@@ -57,9 +46,8 @@ std::vector<std::string> rewrite_mpirun_spellings(const std::vector<std::string>
 struct Cli {
   CLI::App app{"sparkrun: start a parallel job (PMIx server, I/O forwarding, group-wide abort)",
                "sparkrun"};
-  std::string np_text, timeout_text, kill_grace_text;
   bool help = false, version = false, print_config = false;
-  Options o;
+  std::optional<LaunchOptions> launch;
 
   Cli() {
     app.set_help_flag();   // handled below so that --help works with any other input
@@ -68,51 +56,113 @@ struct Cli {
     app.add_flag("--version", version, "Print the version and exit");
     app.add_flag("--print-config", print_config,
                  "Print every SPARK_/SPARKNET_ variable: name, value, source, doc");
-    app.add_option("-n,--np", np_text, "Number of ranks (also -np; default: all slots)");
-    app.add_option("-H,--host", o.hosts, "Hosts: host[:slots][,host[:slots]...] (repeatable)")
-        ->allow_extra_args(false);
-    app.add_option("--hostfile,--machinefile", o.hostfile,
-                   "File with one 'host [slots=N]' per line (# comments)");
-    app.add_option("-x", o.exports,
-                   "Export VAR (from this environment) or set VAR=value for every rank "
-                   "(repeatable)")
-        ->allow_extra_args(false);
-    app.add_flag("--tag-output", o.tag_output, "Prefix each output line with [rank]");
-    app.add_flag("--timestamp-output", o.timestamp_output,
-                 "Prefix each output line with the time it was forwarded");
-    app.add_option("--output-dir", o.output_dir,
-                   "Write rank N's stdout/stderr to DIR/rank.N/stdout and stderr");
-    app.add_option("--timeout", timeout_text, "Stop the whole job after SECONDS and exit 124");
-    app.add_option("--kill-grace", kill_grace_text,
-                   "Seconds between SIGTERM and SIGKILL when stopping ranks (default 2)");
-    app.add_flag("--oversubscribe", o.oversubscribe,
-                 "Allow more ranks than the slots given by --host/--hostfile");
-    app.add_flag("-v,--verbose", o.verbose, "Print launch steps and timings on stderr");
-    // Multi-host (docs/multihost.md).
-    app.add_option("--launch-agent", o.launch_agent,
-                   "Command that starts sparkrun on a remote host; {host} is replaced by the "
-                   "host name (default: 'ssh -o BatchMode=yes {host}'; inside a SLURM "
-                   "allocation: one 'srun --overlap' step per node, docs/slurm.md)");
-    app.add_option("--control-net", o.control_net,
-                   "Interface or IPv4 CIDR for the launcher-daemon control plane (default: the "
-                   "route to each host)");
-    app.add_option("--fabric", o.fabric_file,
-                   "Pinned fabric map (JSON from `sparkrun fabric --write FILE`): discover the "
-                   "map first and refuse to start when it differs, printing both");
-    // Binding: the plan is made by the topology part (spark::topo).
-    app.add_option(
-        "--bind-to", o.bind_to,
-        "Bind each rank: fast|core|l3|none (default fast: fastest cores, best L3 first)");
-    app.add_option("--map-by", o.map_by,
-                   "Place ranks: slot|core|l3 on a node (default slot); node: ranks over hosts");
-    app.add_flag("--report-bindings", o.report_bindings,
-                 "Print the binding plan as a table on stderr");
-    app.add_option("--topology", o.topology,
-                   "Plan binding for this hwloc XML machine (docs/binding.md); run here unbound");
+    launch.emplace(app);
   }
 };
 
 }  // namespace
+
+LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
+  auto add = [&](CLI::Option* opt) { table_.push_back(opt); };
+  add(app.add_option("-n,--np", np_text_, "Number of ranks (also -np; default: all slots)"));
+  add(app.add_option("-H,--host", o_.hosts, "Hosts: host[:slots][,host[:slots]...] (repeatable)")
+          ->allow_extra_args(false));
+  add(app.add_option("--hostfile,--machinefile", o_.hostfile,
+                     "File with one 'host [slots=N]' per line (# comments)"));
+  add(app.add_option("-x", o_.exports,
+                     "Export VAR (from this environment) or set VAR=value for every rank "
+                     "(repeatable)")
+          ->allow_extra_args(false));
+  add(app.add_flag("--tag-output", o_.tag_output, "Prefix each output line with [rank]"));
+  add(app.add_flag("--timestamp-output", o_.timestamp_output,
+                   "Prefix each output line with the time it was forwarded"));
+  add(app.add_option("--output-dir", o_.output_dir,
+                     "Write rank N's stdout/stderr to DIR/rank.N/stdout and stderr"));
+  add(app.add_option("--timeout", timeout_text_, "Stop the whole job after SECONDS and exit 124"));
+  add(app.add_option("--kill-grace", kill_grace_text_,
+                     "Seconds between SIGTERM and SIGKILL when stopping ranks (default 2)"));
+  add(app.add_flag("--oversubscribe", o_.oversubscribe,
+                   "Allow more ranks than the slots given by --host/--hostfile"));
+  add(app.add_flag("-v,--verbose", o_.verbose, "Print launch steps and timings on stderr"));
+  // Multi-host (docs/multihost.md).
+  add(app.add_option("--launch-agent", o_.launch_agent,
+                     "Command that starts sparkrun on a remote host; {host} is replaced by the "
+                     "host name (default: 'ssh -o BatchMode=yes {host}'; inside a SLURM "
+                     "allocation: one 'srun --overlap' step per node, docs/slurm.md)"));
+  add(app.add_option("--control-net", o_.control_net,
+                     "Interface or IPv4 CIDR for the launcher-daemon control plane (default: "
+                     "the route to each host)"));
+  if (pinned_fabric) {
+    add(app.add_option("--fabric", o_.fabric_file,
+                       "Pinned fabric map (JSON from `sparkrun fabric --write FILE`): discover "
+                       "the map first and refuse to start when it differs, printing both"));
+  }
+  // Binding: the plan is made by the topology part (spark::topo).
+  add(app.add_option(
+      "--bind-to", o_.bind_to,
+      "Bind each rank: fast|core|l3|none (default fast: fastest cores, best L3 first)"));
+  add(app.add_option("--map-by", o_.map_by,
+                     "Place ranks: slot|core|l3 on a node (default slot); node: ranks over hosts"));
+  add(app.add_flag("--report-bindings", o_.report_bindings,
+                   "Print the binding plan as a table on stderr"));
+  add(app.add_option(
+      "--topology", o_.topology,
+      "Plan binding for this hwloc XML machine (docs/binding.md); run here unbound"));
+}
+
+Options LaunchOptions::finish() {
+  auto given = [this](std::string_view name) {
+    for (const CLI::Option* opt : table_) {
+      if (opt->check_name(std::string(name))) return opt->count() > 0;
+    }
+    return false;
+  };
+  Options o = o_;
+  if (given("--np")) o.np = parse_int(np_text_, 1, 1 << 20, "-n");
+  if (given("--timeout")) {
+    o.timeout_s = parse_seconds(timeout_text_, "--timeout");
+    if (*o.timeout_s <= 0) throw UsageError("--timeout: must be more than 0 seconds");
+  }
+  if (given("--kill-grace")) o.kill_grace_s = parse_seconds(kill_grace_text_, "--kill-grace");
+  for (const auto& h : o.hosts) {
+    if (h.empty()) throw UsageError("--host: empty host list");
+  }
+  if (given("--hostfile") && o.hostfile.empty()) throw UsageError("--hostfile: empty file name");
+  if (given("--output-dir") && o.output_dir.empty()) {
+    throw UsageError("--output-dir: empty directory name");
+  }
+  return o;
+}
+
+std::vector<std::string> LaunchOptions::given() const {
+  std::vector<std::string> args;
+  for (const CLI::Option* opt : table_) {
+    const std::string name = opt->get_name();  // "--long", or "-x" when there is no long one
+    if (opt->get_items_expected_max() == 0) {
+      args.insert(args.end(), opt->count(), name);
+      continue;
+    }
+    for (const std::string& value : opt->results()) {
+      args.push_back(name);
+      args.push_back(value);
+    }
+  }
+  return args;
+}
+
+std::optional<std::vector<std::string>> parse_command_line(CLI::App& app,
+                                                           const std::vector<std::string>& args) {
+  std::optional<std::vector<std::string>> after_dashes;
+  std::vector<std::string> rewritten = rewrite_mpirun_spellings(app, args, after_dashes);
+  // CLI11 wants them reversed for its vector overload.
+  std::vector<std::string> reversed(rewritten.rbegin(), rewritten.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  return after_dashes;
+}
 
 std::string help_text() {
   Cli cli;
@@ -121,17 +171,9 @@ std::string help_text() {
          cli.app.help();
 }
 
-ParseResult parse_options(const std::vector<std::string>& args_in) {
+ParseResult parse_options(const std::vector<std::string>& args) {
   Cli cli;
-  std::optional<std::vector<std::string>> after_dashes;
-  std::vector<std::string> args = rewrite_mpirun_spellings(args_in, after_dashes);
-  // CLI11 wants them reversed for its vector overload.
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    cli.app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    throw UsageError(e.what());
-  }
+  const auto after_dashes = parse_command_line(cli.app, args);
   ParseResult r;
   if (cli.help) {
     r.action = Action::kHelp;
@@ -142,30 +184,11 @@ ParseResult parse_options(const std::vector<std::string>& args_in) {
     r.action = Action::kVersion;
     return r;
   }
-  Options& o = cli.o;
+  Options o = cli.launch->finish();
   o.command = cli.app.remaining();
   if (after_dashes) {
     if (!o.command.empty()) throw UsageError("unexpected '" + o.command.front() + "' before --");
     o.command = *after_dashes;
-  }
-  if (!cli.np_text.empty() || cli.app.count("--np") > 0) {
-    o.np = parse_int(cli.np_text, 1, 1 << 20, "-n");
-  }
-  if (!cli.timeout_text.empty() || cli.app.count("--timeout") > 0) {
-    o.timeout_s = parse_seconds(cli.timeout_text, "--timeout");
-    if (*o.timeout_s <= 0) throw UsageError("--timeout: must be more than 0 seconds");
-  }
-  if (!cli.kill_grace_text.empty() || cli.app.count("--kill-grace") > 0) {
-    o.kill_grace_s = parse_seconds(cli.kill_grace_text, "--kill-grace");
-  }
-  for (const auto& h : o.hosts) {
-    if (h.empty()) throw UsageError("--host: empty host list");
-  }
-  if (cli.app.count("--hostfile") > 0 && o.hostfile.empty()) {
-    throw UsageError("--hostfile: empty file name");
-  }
-  if (cli.app.count("--output-dir") > 0 && o.output_dir.empty()) {
-    throw UsageError("--output-dir: empty directory name");
   }
   if (cli.print_config) {
     r.action = Action::kPrintConfig;

@@ -1,10 +1,16 @@
-// sparkrun's command line: mpirun-style options, parsed with CLI11 into a plain struct.
-// Pure (no I/O, no environment access) so that unit tests can call it directly.
+// sparkrun's command line: mpirun-style options, parsed with CLI11 into a plain struct, and
+// the table of launch options that the subcommands share. Pure (no I/O, no environment
+// access) so that unit tests can call it directly.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace spark::launch {
 
@@ -46,5 +52,30 @@ ParseResult parse_options(const std::vector<std::string>& args);
 
 /// The --help text.
 std::string help_text();
+
+/// sparkrun's launch options: the one table. The main command line and the subcommands that
+/// start a job (doctor, fabric) add it to their CLI11 app, so every option and whether it
+/// takes a value is known in one place.
+class LaunchOptions {
+ public:
+  /// Adds the table to `app`; without --fabric when `pinned_fabric` is false (`sparkrun
+  /// fabric` has its own).
+  explicit LaunchOptions(CLI::App& app, bool pinned_fabric = true);
+  /// After parsing: the values, checked (numbers, empty names). Throws UsageError.
+  Options finish();
+  /// The launch options given, spelled for another sparkrun command line.
+  std::vector<std::string> given() const;
+
+ private:
+  std::vector<CLI::Option*> table_;
+  Options o_;
+  std::string np_text_, timeout_text_, kill_grace_text_;
+};
+
+/// Parses `args` (after argv[0] or the subcommand) with `app`, mpirun's "-np" spelling
+/// accepted; CLI11's refusals become UsageError. Returns what follows a "--" in the
+/// options' part (before the program), if there is one.
+std::optional<std::vector<std::string>> parse_command_line(CLI::App& app,
+                                                           const std::vector<std::string>& args);
 
 }  // namespace spark::launch

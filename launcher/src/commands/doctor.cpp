@@ -5,6 +5,7 @@
 #include <hwloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -290,24 +291,6 @@ constexpr const char* kHelp =
     "looked for in the build tree, then next to sparkrun (the same path on every host).\n"
     "Example: sparkrun doctor -n 2 --host spark1,spark2\n";
 
-// Launch options that take the next argument as their value (sparkrun's own list).
-bool launch_takes_value(const std::string& a) {
-  for (const char* o : {"-n", "-np", "--np", "-H", "--host", "--hostfile", "--machinefile", "-x",
-                        "--output-dir", "--timeout", "--kill-grace", "--bind-to", "--map-by",
-                        "--topology", "--launch-agent", "--control-net", "--fabric"})
-    if (a == o) return true;
-  return false;
-}
-
-int parse_number(const std::string& opt, const std::string& v, int lo, int hi) {
-  try {
-    return parse_int(v, lo, hi, opt);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "sparkrun doctor: %s\n", e.what());
-    return -1;
-  }
-}
-
 // The probe program: $SPARK_DOCTOR_PROBE, the build tree's, or next to sparkrun.
 std::string probe_program() {
   if (const char* p = std::getenv("SPARK_DOCTOR_PROBE"); p && *p) return p;
@@ -322,99 +305,64 @@ std::string probe_program() {
 }  // namespace
 
 int doctor_main(int argc, char** argv) {
-  std::string sysfs = "/sys";
-  int expect_mtu = 9000;
-  std::string probe_timeout = "3000", iters = "16";
-  bool local = false;
-  std::vector<std::string> launch;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
+  CLI::App app{"sparkrun doctor", "sparkrun doctor"};
+  app.set_help_flag();  // kHelp is the help
+  bool help = false, local = false;
+  std::string sysfs = "/sys", mtu_text = "9000", timeout_text = "3000", iters_text = "16";
+  app.add_flag("-h,--help", help);
+  app.add_flag("--local", local);
+  app.add_option("--expect-mtu", mtu_text);
+  app.add_option("--probe-timeout-ms", timeout_text);
+  app.add_option("--iters", iters_text);
+  app.add_option("--sysfs", sysfs);
+  LaunchOptions launch(app);
+  int expect_mtu = 0;
+  std::vector<std::string> given;
+  try {
+    if (parse_command_line(app, std::vector<std::string>(argv + 1, argv + argc))) {
+      throw UsageError("'--': give launch options only, no program");
+    }
+    if (help) {
       std::fputs(kHelp, stdout);
       return 0;
     }
-    if (a == "--local") {
-      local = true;
-      continue;
+    expect_mtu = parse_int(mtu_text, 256, 65536, "--expect-mtu");
+    parse_int(timeout_text, 10, 600000, "--probe-timeout-ms");
+    parse_int(iters_text, 1, 100000, "--iters");
+    launch.finish();  // refuse bad launch options here, before anything starts
+    given = launch.given();
+    if (local && !given.empty()) {
+      throw UsageError("--local checks this host only; it takes no launch options");
     }
-    if (a == "--expect-mtu" || a == "--sysfs" || a == "--probe-timeout-ms" || a == "--iters") {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "sparkrun doctor: %s needs a value (see sparkrun doctor --help)\n",
-                     a.c_str());
-        return 2;
-      }
-      std::string v = argv[++i];
-      if (a == "--sysfs") {
-        sysfs = v;
-      } else if (a == "--expect-mtu") {
-        if ((expect_mtu = parse_number(a, v, 256, 65536)) < 0) return 2;
-      } else if (a == "--probe-timeout-ms") {
-        if (parse_number(a, v, 10, 600000) < 0) return 2;
-        probe_timeout = v;
-      } else {
-        if (parse_number(a, v, 1, 100000) < 0) return 2;
-        iters = v;
-      }
-      continue;
-    }
-    launch.push_back(a);
-    if (launch_takes_value(a) && i + 1 < argc) launch.push_back(argv[++i]);
+  } catch (const UsageError& e) {
+    return report_usage_error(e.what(), "sparkrun doctor");
   }
-  const bool in_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
-  if (local && !launch.empty()) {
-    std::fprintf(stderr,
-                 "sparkrun doctor: --local checks this host only; it takes no launch "
-                 "options\n");
-    return 2;
-  }
-  if (launch.empty() && (local || !in_slurm)) {
+  if (given.empty() && (local || std::getenv("SLURM_JOB_ID") == nullptr)) {
     auto rows = evaluate(gather(sysfs), expect_mtu);
     std::fputs(render(rows).c_str(), stdout);
     return exit_code(rows);
   }
-  // The job: refuse bad launch options here, before anything starts.
+  // The job: sparkrun with the probe program on every rank.
   const std::string program = probe_program();
-  {
-    std::vector<std::string> check = launch;
-    check.push_back(program);
-    try {
-      ParseResult pr = parse_options(check);
-      if (pr.action != Action::kRun || pr.options.command.size() != 1) {
-        std::fprintf(stderr,
-                     "sparkrun doctor: unexpected argument in '%s': give launch options only "
-                     "(see sparkrun doctor --help)\n",
-                     [&] {
-                       std::string all;
-                       for (const auto& s : launch) all += (all.empty() ? "" : " ") + s;
-                       return all;
-                     }()
-                         .c_str());
-        return 2;
-      }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "sparkrun doctor: %s (see sparkrun doctor --help)\n", e.what());
-      return 2;
-    }
-  }
   if (::access(program.c_str(), X_OK) != 0) {
     std::fprintf(stderr,
-                 "sparkrun doctor: probe program %s not found; build target spark_doctor_probe "
+                 "sparkrun: error: probe program %s not found; build target spark_doctor_probe "
                  "or set SPARK_DOCTOR_PROBE\n",
                  program.c_str());
     return 127;
   }
   std::vector<std::string> args{"sparkrun"};
-  args.insert(args.end(), launch.begin(), launch.end());
+  args.insert(args.end(), given.begin(), given.end());
   for (std::string a :
        {program, std::string("--expect-mtu"), std::to_string(expect_mtu), std::string("--sysfs"),
-        sysfs, std::string("--probe-timeout-ms"), probe_timeout, std::string("--iters"), iters})
+        sysfs, std::string("--probe-timeout-ms"), timeout_text, std::string("--iters"), iters_text})
     args.push_back(a);
   std::vector<char*> cargs;
   for (auto& s : args) cargs.push_back(s.data());
   cargs.push_back(nullptr);
   std::fflush(nullptr);
   ::execv("/proc/self/exe", cargs.data());
-  std::fprintf(stderr, "sparkrun doctor: cannot re-run sparkrun: %s\n", std::strerror(errno));
+  std::fprintf(stderr, "sparkrun: error: cannot re-run sparkrun: %s\n", std::strerror(errno));
   return 127;
 }
 

@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <csignal>
 
@@ -14,6 +15,9 @@
 #include <iostream>
 #include <string>
 #include <vector>
+
+#include "options.hpp"
+#include "usage_error.hpp"
 
 namespace spark::launch {
 
@@ -43,43 +47,50 @@ std::string discover_program() {
 }  // namespace
 
 int fabric_main(int argc, char** argv) {
-  std::vector<std::string> launch, tool;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
+  CLI::App app{"sparkrun fabric", "sparkrun fabric"};
+  app.set_help_flag();  // kUsage is the help
+  bool help = false;
+  std::string write_file, pinned_file;
+  app.add_flag("-h,--help", help);
+  app.add_option("--write", write_file);
+  app.add_option("--fabric", pinned_file);
+  LaunchOptions launch(app, /*pinned_fabric=*/false);
+  std::vector<std::string> given;
+  try {
+    if (parse_command_line(app, std::vector<std::string>(argv + 1, argv + argc))) {
+      throw UsageError("'--': give launch options only, no program");
+    }
+    if (help) {
       std::cout << kUsage;
       return 0;
     }
-    if (a == "--write" || a == "--fabric") {
-      if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-        std::cerr << "sparkrun fabric: " << a << " needs a FILE\n" << kUsage;
-        return 2;
-      }
-      tool.push_back(a);
-      tool.push_back(argv[++i]);
-    } else {
-      launch.push_back(a);
+    if (app.count("--write") > 0 && write_file.empty())
+      throw UsageError("--write: empty file name");
+    if (app.count("--fabric") > 0 && pinned_file.empty()) {
+      throw UsageError("--fabric: empty file name");
     }
-  }
-  if (launch.empty()) {
-    std::cerr << "sparkrun fabric: give the hosts (e.g. -n 3 --host a,b,c)\n" << kUsage;
-    return 2;
+    launch.finish();  // refuse bad launch options here, before anything starts
+    given = launch.given();
+    if (given.empty()) throw UsageError("give the hosts (e.g. -n 3 --host a,b,c)");
+  } catch (const UsageError& e) {
+    return report_usage_error(e.what(), "sparkrun fabric");
   }
   auto program = discover_program();
   if (::access(program.c_str(), X_OK) != 0) {
-    std::cerr << "sparkrun fabric: discovery program " << program
+    std::cerr << "sparkrun: error: discovery program " << program
               << " not found; build target spark_fabric_discover or set SPARK_FABRIC_DISCOVER\n";
     return 127;
   }
   std::vector<std::string> args{"sparkrun"};
-  args.insert(args.end(), launch.begin(), launch.end());
+  args.insert(args.end(), given.begin(), given.end());
   args.push_back(program);
-  args.insert(args.end(), tool.begin(), tool.end());
+  if (!write_file.empty()) args.insert(args.end(), {"--write", write_file});
+  if (!pinned_file.empty()) args.insert(args.end(), {"--fabric", pinned_file});
   std::vector<char*> cargs;
   for (auto& s : args) cargs.push_back(s.data());
   cargs.push_back(nullptr);
   ::execv("/proc/self/exe", cargs.data());
-  std::cerr << "sparkrun fabric: cannot re-run sparkrun: " << std::strerror(errno) << "\n";
+  std::cerr << "sparkrun: error: cannot re-run sparkrun: " << std::strerror(errno) << "\n";
   return 127;
 }
 

@@ -3,12 +3,8 @@
 #include <array>
 
 #include "doctor.hpp"
-#ifdef SPARK_LAUNCH_HAVE_FABRIC
 #include "fabric_command.hpp"
-#endif
-#ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
 #include "topo_command.hpp"
-#endif
 
 namespace spark::launch {
 
@@ -20,13 +16,9 @@ constexpr Subcommand kSubcommands[] = {
      "check RDMA devices, GIDs, MTU, locked memory, libraries; with -n/--host: round trips "
      "between every pair of ranks on every lane",
      &doctor::doctor_main},
-#ifdef SPARK_LAUNCH_HAVE_FABRIC
     {"fabric", "discover (and --write / check --fabric) the per-peer lane map of a host list",
      &fabric_main},
-#endif
-#ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
     {"topo", "show the machine (or --topology FILE) as sparkrun's binding sees it", &topo_main},
-#endif
 };
 }  // namespace
 

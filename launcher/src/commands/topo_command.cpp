@@ -1,14 +1,18 @@
 #include "topo_command.hpp"
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "binding.hpp"
+#include "options.hpp"
 #include "spark/topo/error.hpp"
 #include "spark/topo/plan.hpp"
+#include "usage_error.hpp"
 
 namespace spark::launch {
 
@@ -25,21 +29,20 @@ constexpr const char* kUsage =
 }  // namespace
 
 int topo_main(int argc, char** argv) {
-  std::optional<std::string> file;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg(argv[i]);
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (arg == "--topology" && i + 1 < argc) {
-      file = argv[++i];
-    } else if (arg.rfind("--topology=", 0) == 0) {
-      file = std::string(arg.substr(11));
-    } else {
-      std::fprintf(stderr, "sparkrun topo: error: unexpected argument \"%s\"\n%s", argv[i], kUsage);
-      return 2;
-    }
+  CLI::App app{"sparkrun topo", "sparkrun topo"};
+  app.set_help_flag();  // kUsage is the help
+  bool help = false;
+  std::string file;
+  app.add_flag("-h,--help", help);
+  app.add_option("--topology", file);
+  try {
+    parse_command_line(app, std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const UsageError& e) {
+    return report_usage_error(e.what(), "sparkrun topo");
+  }
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   try {
     skip_unneeded_hwloc_plugins();
@@ -47,15 +50,15 @@ int topo_main(int argc, char** argv) {
       const char* v = std::getenv(std::string(name).c_str());
       return v ? std::optional<std::string>(v) : std::nullopt;
     });
-    if (file) {
-      if (file->empty()) throw topo::TopologyError("--topology needs a file name");
-      load.xml_path = *file;
+    if (app.count("--topology") > 0) {
+      if (file.empty()) throw topo::TopologyError("--topology needs a file name");
+      load.xml_path = file;
     }
     std::fputs(topo::describe(topo::Topology::load(load)).c_str(), stdout);
     return 0;
   } catch (const topo::TopologyError& e) {
-    std::fprintf(stderr, "sparkrun topo: error: %s\n", e.what());
-    return 2;
+    std::fprintf(stderr, "sparkrun: error: %s\n", e.what());
+    return kExitUsage;
   }
 }
 

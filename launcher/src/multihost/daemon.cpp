@@ -15,15 +15,14 @@
 #include <string>
 #include <thread>
 
+#include "binding.hpp"
 #include "control/client.hpp"
 #include "control/messages.hpp"
 #include "exit_rules.hpp"
 #include "node_runner.hpp"
 #include "spawn.hpp"
 #include "strict_parse.hpp"
-#ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
-#include "binding.hpp"
-#endif
+#include "usage_error.hpp"
 
 extern char** environ;
 
@@ -326,11 +325,9 @@ int daemon_main(int argc, char** argv) {
     spec.program_path = *program;
     link.send(ctl::MsgType::kStarted, {});
     try {
-#ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
       // This node's cores and lanes, from its own topology (docs/binding.md); a request it
       // cannot meet is this node's failure, reported with its host below.
       plan_node_binding(BindingOptions{plan.bind_to, plan.map_by, "", plan.report_bindings}, spec);
-#endif
       code = run_node(spec);
     } catch (const std::exception& e) {
       const std::string line = "host " + node.host + ": " + e.what();

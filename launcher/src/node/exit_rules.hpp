@@ -14,7 +14,6 @@
 
 namespace spark::launch {
 
-inline constexpr int kExitUsage = 2;
 inline constexpr int kExitTimeout = 124;
 inline constexpr int kExitCannotStart = 127;
 

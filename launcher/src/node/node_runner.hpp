@@ -1,7 +1,7 @@
 // The local node runner: hosts the PMIx server for this node's ranks, starts them, forwards
 // their output, watches them and stops the whole group on the first failure. It knows
 // nothing about the command line: sparkrun's launcher mode builds a NodeRunSpec from the
-// job plan, and a node daemon (later) will build the same from the launcher's message.
+// job plan, and a node daemon builds the same from the launcher's message.
 #pragma once
 
 #include <sched.h>

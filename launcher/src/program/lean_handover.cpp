@@ -9,7 +9,6 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #ifdef SPARKRUN_LEAN
@@ -50,32 +49,14 @@ std::string full_program() {
   ::_exit(1);
 }
 
-bool needs_full(int argc, char** argv) {
-  if (argc >= 2) {
-    const std::string_view first = argv[1];
-    if (first == "--daemon" || first == "doctor") return true;
-  }
-  static constexpr std::string_view kHostOptions[] = {"--host", "--hostfile", "--machinefile",
-                                                      "--launch-agent", "--control-net"};
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--") break;  // the program's own arguments follow
-    if (a.size() > 2 && a[0] == '-' && a[1] == 'H') return true;  // -Hnode
-    if (a == "-H") return true;
-    for (std::string_view o : kHostOptions) {
-      if (a == o || (a.size() > o.size() && a.substr(0, o.size()) == o && a[o.size()] == '='))
-        return true;
-    }
-  }
-  // Inside a SLURM allocation the hosts come from the environment (docs/slurm.md).
-  return std::getenv("SLURM_JOB_ID") != nullptr || std::getenv("SLURM_JOBID") != nullptr;
-}
-
 }  // namespace
 
-void hand_over_if_needed(int argc, char** argv) {
-  if (!needs_full(argc, argv)) return;
-  exec_full(std::vector<std::string>(argv, argv + argc));
+void hand_over_if_needed(const Options& o) {
+  // Inside a SLURM allocation the hosts come from the environment (docs/slurm.md).
+  if (!o.hosts.empty() || !o.hostfile.empty() || !o.launch_agent.empty() ||
+      !o.control_net.empty() || std::getenv("SLURM_JOB_ID") != nullptr ||
+      std::getenv("SLURM_JOBID") != nullptr)
+    hand_over_to_full();
 }
 
 void hand_over_to_full() {
@@ -92,8 +73,7 @@ void hand_over_to_full() {
   exec_full(std::move(args));
 }
 
-// Stand-ins for the parts the lean build leaves out. hand_over_if_needed() sends every
-// command line that can reach them to sparkrun-full first; these are the safety net.
+// Stand-ins for the parts the lean build leaves out: each hands the command line over.
 int daemon_main(int, char**) {
   hand_over_to_full();
 }
@@ -111,7 +91,7 @@ int doctor_main(int, char**) {
 
 #else  // sparkrun-full: the complete program
 
-void hand_over_if_needed(int, char**) {}
+void hand_over_if_needed(const Options&) {}
 void hand_over_to_full() {
   std::fprintf(stderr, "sparkrun: internal error: hand-over requested in sparkrun-full\n");
   std::_Exit(1);

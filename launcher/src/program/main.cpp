@@ -28,20 +28,16 @@
 #ifdef SPARK_LAUNCH_HAVE_PMIX
 #include "pmix_server.hpp"
 #endif
+#include "binding.hpp"
+#include "fabric_command.hpp"
 #include "rank_env.hpp"
 #include "remote_launch.hpp"
 #include "slurm_plan.hpp"
 #include "spawn.hpp"
 #include "stderr_output.hpp"
 #include "subcommands.hpp"
-#ifdef SPARK_LAUNCH_HAVE_FABRIC
-#include "fabric_command.hpp"
-#endif
 #include "trace_merge.hpp"
 #include "usage_error.hpp"
-#ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
-#include "binding.hpp"
-#endif
 
 extern char** environ;
 
@@ -76,11 +72,6 @@ std::vector<std::string> current_environment() {
   return env;
 }
 
-int usage_error(const std::string& message) {
-  std::fprintf(stderr, "sparkrun: error: %s\nRun 'sparkrun --help' for usage.\n", message.c_str());
-  return kExitUsage;
-}
-
 int launch(const Options& o, std::chrono::steady_clock::time_point started) {
   // Hosts.
   std::vector<HostSlots> hosts;
@@ -105,16 +96,6 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
   const auto slurm_use = slurm::apply_slurm_allocation(in, hostname);
   if (slurm_use && o.verbose) std::fprintf(stderr, "sparkrun: %s\n", slurm_use->note.c_str());
   JobPlan plan = make_job_plan(in);
-
-#ifndef SPARK_LAUNCH_HAVE_TOPOLOGY
-  const bool binding_options_given = !o.bind_to.empty() ||
-                                     (!o.map_by.empty() && o.map_by != "node") ||
-                                     o.report_bindings || !o.topology.empty();
-  if (binding_options_given) {
-    throw UsageError(
-        "--bind-to/--map-by/--report-bindings/--topology are not available in this build yet");
-  }
-#endif
 
   // A host that is not this machine: node daemons on every host (docs/multihost.md).
   bool remote = false;
@@ -180,10 +161,8 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
   spec.job_id = make_job_id();
   spec.plan = std::move(plan);
   spec.node = 0;  // single host: the launcher runs the (only) node itself
-#ifdef SPARK_LAUNCH_HAVE_TOPOLOGY
   plan_node_binding(binding_options(o), spec);  // cores and lanes per rank (docs/binding.md)
   if (o.verbose) say_elapsed(started, "binding planned (topology loaded)");
-#endif
   spec.program_path = *program;
   spec.argv = o.command;
   spec.format = {o.tag_output, o.timestamp_output};
@@ -202,9 +181,6 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
 
 int sparkrun_main(int argc, char** argv) {
   const auto started = std::chrono::steady_clock::now();  // -v times count from here
-  // The lean sparkrun passes command lines that may need the multi-host part or doctor on to
-  // sparkrun-full before doing anything (lean_handover.hpp); a no-op in sparkrun-full.
-  hand_over_if_needed(argc, argv);
   // Block the signals the event loop takes through a signalfd, before any thread exists
   // (PMIx's threads inherit the mask, so the signals reach only the signalfd).
   sigset_t set;
@@ -235,6 +211,9 @@ int sparkrun_main(int argc, char** argv) {
       case Action::kRun:
         break;
     }
+    // The lean sparkrun passes jobs that may need the multi-host part on to sparkrun-full
+    // (lean_handover.hpp); a no-op in sparkrun-full.
+    hand_over_if_needed(r.options);
     // The ranks' SPARK_* / SPARKNET_* environment, checked before anything starts (ranks, or
     // --fabric's discovery job): a value every rank would refuse ends here, with its message.
     {
@@ -249,15 +228,13 @@ int sparkrun_main(int argc, char** argv) {
       }
       // checked.unknown: set names that are not in the knob table (likely typos).
     }
-#ifdef SPARK_LAUNCH_HAVE_FABRIC
     if (!r.options.fabric_file.empty()) {
       if (int rc = check_pinned_fabric(args, r.options.command.size(), r.options.fabric_file))
         return rc;
     }
-#endif
     return launch(r.options, started);
   } catch (const UsageError& e) {
-    return usage_error(e.what());
+    return report_usage_error(e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sparkrun: error: %s\n", e.what());
     return 1;

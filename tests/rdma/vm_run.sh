@@ -4,15 +4,16 @@
 # kernel has no RDMA. See docs/roce.md and tests/rdma/README.md.
 #
 #   vm_run.sh [--cache DIR] [--work DIR] [--timeout S] [--lanes N] [--mtu M] [--bin FILE]...
-#             [--nic listen:PORT|connect:PORT]... [--node N] [--smp N] [--mem MB]
+#             [--nic listen:PORT[:NET]|connect:PORT[:NET]]... [--node N] [--smp N] [--mem MB]
 #             [--build-only | --initrd FILE] SCRIPT
 #
 # SCRIPT is a /bin/sh script run inside the VM as /test.sh with every --bin FILE in /bin.
 # Devices inside: dummy netdev dN (10.50.N.1/24, MTU --mtu, default 9000 as on a Spark) with
 # rxe device rxeN, N = 0..lanes-1 (--lanes 0: none).
 # --nic adds an e1000 NIC joined to another VM by a qemu socket on 127.0.0.1:PORT (one VM
-# listens, the other connects; vm_pair.sh does both). NIC K is ethK with 10.60.K.NODE/24 and
-# rxe device rxe(lanes+K); NODE is --node (default 1), also in /etc/spark_node.
+# listens, the other connects; vm_pair.sh does both). NIC K is ethK with 10.60.NET.NODE/24
+# (NET defaults to K; vm_mesh.sh numbers subnets by link) and rxe device rxe(lanes+K); NODE is
+# --node (default 1), also in /etc/spark_node.
 # --build-only builds the initramfs (with e1000) and prints its path; --initrd boots a built
 # one (two VMs of a pair share one initramfs: the node number comes from the kernel command line).
 # Exit code: the script's exit code as printed by the VM's verdict marker; 3 when the VM
@@ -56,7 +57,7 @@ script=$1
 [[ "$node" =~ ^[1-9][0-9]?$ ]] || { echo "vm_run: --node must be 1..99" >&2; exit 4; }
 [[ "$smp" =~ ^[1-4]$ && "$mem" =~ ^[0-9]+$ ]] || { echo "vm_run: bad --smp or --mem" >&2; exit 4; }
 for n in "${nics[@]}"; do
-  [[ "$n" =~ ^(listen|connect):[0-9]+$ ]] || { echo "vm_run: --nic $n: expected listen:PORT or connect:PORT" >&2; exit 4; }
+  [[ "$n" =~ ^(listen|connect):[0-9]+(:[0-9]+)?$ ]] || { echo "vm_run: --nic $n: expected listen:PORT[:NET] or connect:PORT[:NET]" >&2; exit 4; }
 done
 [[ "$mtu" =~ ^[0-9]+$ ]] || { echo "vm_run: --mtu must be a number" >&2; exit 4; }
 
@@ -186,12 +187,16 @@ while [ \$i -lt $lanes ]; do
 done
 node=\$(sed -n 's/.*spark_node=\([0-9]*\).*/\1/p' /proc/cmdline)
 echo "\${node:-1}" >/etc/spark_node
+nets=\$(sed -n 's/.*spark_nets=\([0-9,]*\).*/\1/p' /proc/cmdline | tr ',' ' ')
 k=0
 for nic in /sys/class/net/eth*; do
   [ -e "\$nic" ] || break
   e=\${nic##*/}
+  net=\$k
+  j=0
+  for n in \$nets; do [ \$j -eq \$k ] && net=\$n; j=\$((j+1)); done
   /usr/sbin/ip link set \$e mtu $mtu
-  /usr/sbin/ip addr add 10.60.\$k.\${node:-1}/24 dev \$e
+  /usr/sbin/ip addr add 10.60.\$net.\${node:-1}/24 dev \$e
   /usr/sbin/ip link set \$e up
   /usr/sbin/rdma link add rxe\$((i+k)) type rxe netdev \$e
   k=\$((k+1))
@@ -215,8 +220,13 @@ if [[ $build_only -eq 1 ]]; then
   exit 0
 fi
 netargs=(-nic none)
+nets=""
 for k in "${!nics[@]}"; do
-  mode=${nics[$k]%%:*} port=${nics[$k]#*:}
+  spec=${nics[$k]}
+  mode=${spec%%:*} port=${spec#*:}
+  net=$k
+  if [[ "$port" == *:* ]]; then net=${port#*:} port=${port%%:*}; fi
+  nets+="${nets:+,}$net"
   netargs+=(-netdev "socket,id=n$k,$mode=127.0.0.1:$port"
     -device "e1000,netdev=n$k,mac=52:54:00:5a:$(printf %02x "$node"):$(printf %02x "$k")")
 done
@@ -227,7 +237,7 @@ echo "vm_run: booting $kver (tcg), console log $log" >&2
 set +e
 timeout -k 5 "$timeout_s" qemu-system-x86_64 -accel tcg -m "$mem" -smp "$smp" -nographic \
   -no-reboot "${netargs[@]}" -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$initrd" \
-  -append "console=ttyS0 quiet panic=-1 oops=panic spark_node=$node" </dev/null 2>&1 |
+  -append "console=ttyS0 quiet panic=-1 oops=panic no_timer_check spark_node=$node spark_nets=$nets" </dev/null 2>&1 |
   tee "$log" | tr -d '\r'
 qrc=${PIPESTATUS[0]}
 set -e

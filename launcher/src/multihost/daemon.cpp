@@ -297,6 +297,7 @@ int daemon_main(int argc, char** argv) {
   spec.output_dir = plan.output_dir;
   spec.kill_grace_s = plan.kill_grace_ms / 1000.0;
   spec.verbose = plan.verbose;
+  spec.report_wireup = plan.verbose || plan.report_bindings;
   spec.link.fence = [&link](std::string data, std::function<void(std::string)> complete) {
     link.fence(std::move(data), std::move(complete));
   };

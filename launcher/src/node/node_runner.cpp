@@ -273,6 +273,13 @@ void Runner::start_ranks() {
   const bool bound = !spec_.cpusets.empty();
   const std::vector<EnvVar> glue = open_mpi_direct_launch_env(bound);
 
+  // -v / --report-bindings: the ranks report their per-peer transport and lanes (a user's own
+  // SPARK_LOG, in the environment or with -x, wins).
+  std::vector<EnvVar> wireup_log;
+  if (spec_.report_wireup &&
+      std::none_of(spec_.base_env.begin(), spec_.base_env.end(),
+                   [](const std::string& e) { return e.rfind("SPARK_LOG=", 0) == 0; }))
+    wireup_log.emplace_back("SPARK_LOG", "info:wireup");
   // Build every rank's request first (PMIx registration is done before any fork).
   std::vector<SpawnRequest> reqs(node.ranks.size());
   for (int l = 0; l < local_size; ++l) {
@@ -297,7 +304,8 @@ void Runner::start_ranks() {
     SpawnRequest& req = reqs[static_cast<size_t>(l)];
     req.path = spec_.program_path;
     req.argv = spec_.argv;
-    req.envp = build_env(spec_.base_env, {spec_.exports, pmix_env, glue, identity_env(id)});
+    req.envp =
+        build_env(spec_.base_env, {wireup_log, spec_.exports, pmix_env, glue, identity_env(id)});
     if (bound && spec_.cpusets[static_cast<size_t>(l)])
       req.cpuset = spec_.cpusets[static_cast<size_t>(l)];
     if (r.rank == 0) req.stdin_fd = STDIN_FILENO;  // stdin goes to rank 0 only

@@ -44,6 +44,9 @@ struct NodeRunSpec {
   std::optional<double> timeout_s;
   double kill_grace_s = 2.0;
   bool verbose = false;
+  // -v / --report-bindings: the ranks print their per-peer transport and lanes at wire-up
+  // (SPARK_LOG=info:wireup unless the user set SPARK_LOG; docs/roce.md).
+  bool report_wireup = false;
   // The process ends right after run_node (sparkrun on one host): PMIx's server is left to
   // the process exit instead of finalized (PmixServer::leave_to_exit; main() then leaves with
   // _exit). A node daemon, which talks to the launcher afterwards, finalizes.

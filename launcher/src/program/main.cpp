@@ -170,6 +170,7 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
   spec.timeout_s = o.timeout_s;
   spec.kill_grace_s = o.kill_grace_s;
   spec.verbose = o.verbose;
+  spec.report_wireup = o.verbose || o.report_bindings;
   spec.verbose_since = started;
   spec.exit_after_run = true;  // sparkrun ends with the job: no PMIx teardown (main() below)
   const auto trace =

@@ -1,15 +1,17 @@
 // Transport wire-up: publish node identity, pick a transport per peer (transport/registry.hpp:
-// shm on the same node, tcp otherwise, SPARK_TRANSPORT forces one), let each transport publish
+// shm on the same node; across nodes roce where the fabric map's RDMA lanes reach the peer,
+// else tcp with a note; SPARK_TRANSPORT forces one), let each transport publish
 // its endpoint, fence, connect each from its peers' bytes, then a CPU-side barrier so that
 // every rank is connected before init() returns. No concrete transport is named here.
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "comm/communicator_impl.hpp"
 #include "spark/error.hpp"
 #include "transport/registry.hpp"
-#include "transport/tcp/tcp_hello.hpp"
 
 namespace spark {
 
@@ -22,16 +24,18 @@ void CommunicatorImpl::wire_up() {
   by_peer_.assign(static_cast<std::size_t>(size_), nullptr);
   p2p_send_seq_.assign(static_cast<std::size_t>(size_), 0);
   p2p_recv_seq_.assign(static_cast<std::size_t>(size_), 0);
+  if (options_.spin_auto) {
+    // A CPU to spare per rank: poll longer before blocking (RDMA writes raise no event, so a
+    // roce wait that blocks sleeps in slices). Oversubscribed: polling steals the peer's CPU
+    // (docs/collectives.md, "1 KiB" figures on the 2-core VM).
+    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    options_.spin_us = cpus > local_size_ ? 50 : 5;
+  }
   if (size_ == 1) return;
 
   const std::chrono::milliseconds join(options_.join_timeout_ms);
   boot_->put("spark.node", bootstrap::as_bytes(node_id_));
-  // The job's token for the data plane (transport/tcp/tcp_hello.hpp): drawn by rank 0, handed
-  // over by the bootstrap (the job's own channel), in every tcp hello.
-  if (rank_ == 0)
-    boot_->put(
-        "spark.token",
-        bootstrap::as_bytes(transport::tcp_hello::to_hex(transport::tcp_hello::random_token())));
+  transport::publish_choice_facts(*boot_, options_, local_size_ < size_);  // with the node id
   boot_->commit();
   boot_->fence(join);
   transport::Setup base;
@@ -44,10 +48,6 @@ void CommunicatorImpl::wire_up() {
   base.timeout_ms = [this] { return timeout_ms_.load(std::memory_order_relaxed); };
   for (int r = 0; r < size_; ++r)
     base.nodes.push_back(bootstrap::to_string(boot_->get(r, "spark.node")));
-  const auto token =
-      transport::tcp_hello::from_hex(bootstrap::to_string(boot_->get(0, "spark.token")));
-  if (!token) throw BootstrapError("wire-up: rank 0's spark.token is malformed");
-  base.token = *token;
 
   // The allreduce crossover (one-shot up to this size, docs/collectives.md) must be the same
   // on every rank, so it depends only on what every rank knows: the node ids and the knob.
@@ -58,10 +58,15 @@ void CommunicatorImpl::wire_up() {
 
   // Per peer its transport; then one instance per transport kind, in registry order.
   std::map<const transport::TransportKind*, std::vector<int>> peers_of;
+  std::vector<std::string> notes, report;
+  const auto chosen = transport::choose_transports(base, rank_ == 0 ? &notes : nullptr, &report);
+  for (const auto& n : notes) std::fprintf(stderr, "spark: note: %s\n", n.c_str());
+  if (transport::report_wireup())
+    for (const auto& l : report) std::fprintf(stderr, "spark: wireup: %s\n", l.c_str());
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     const auto& node = base.nodes[static_cast<std::size_t>(r)];
-    const auto& kind = transport::choose_transport(options_.transport, node == node_id_);
+    const auto& kind = *chosen[static_cast<std::size_t>(r)];
     if (kind.node_local && node != node_id_)
       throw ConfigError("SPARK_TRANSPORT=" + options_.transport + ", but rank " +
                         std::to_string(r) + " is on node '" + node + "' and rank " +

@@ -40,7 +40,9 @@ constexpr Knob kKnobs[] = {
      KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}},
     // --- transports ----------------------------------------------------------------------------
     {"SPARK_TRANSPORT", kTransportChoices, "auto",
-     "Transport for every peer. auto: shm for ranks on the same node, tcp across nodes."
+     "Transport for every peer. auto: shm for ranks on the same node; across nodes roce to each "
+     "peer the fabric map's RDMA lanes reach (directly or through one relay), tcp with a note "
+     "where none does."
      SPARK_TRANSPORTS(SPARK_TRANSPORT_DOC),
      KnobType::choice, KnobOrigin::user, 0, 0, kTransportChoices},
     {"SPARK_TCP_LANES", "integer", "2",
@@ -101,7 +103,8 @@ constexpr Knob kKnobs[] = {
      KnobType::string, KnobOrigin::launcher, 0, 0, {}},
     {"SPARK_LANES", "device list", "",
      "RDMA functions chosen for this rank by the launcher's binding plan, e.g. "
-     "rocep1s0f0,roceP2p1s0f0.",
+     "rocep1s0f0,roceP2p1s0f0. A preference: toward a peer these do not reach, the fabric "
+     "map's lanes are used (and the -v report says so).",
      KnobType::string, KnobOrigin::launcher, 0, 0, {}},
     // --- diagnostics ---------------------------------------------------------------------------
     {"SPARK_LOG", "LEVEL[:SUBSYS,...]", "warn",

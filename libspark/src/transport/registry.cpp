@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "config/config.hpp"
 #include "spark/error.hpp"
+#include "transport/verbs/roce_choice.hpp"
 
 namespace spark::transport {
 
@@ -28,6 +30,60 @@ const TransportKind& choose_transport(std::string_view wanted, bool same_node) {
   if (it == std::end(kKinds))  // the knob table only lets registered names through
     throw ConfigError("SPARK_TRANSPORT=" + std::string(wanted) + " is not a transport");
   return *it;
+}
+
+bool report_wireup() {
+  const auto cfg = config::Config::from_environment();
+  const auto& subs = cfg.log_subsystems();
+  return cfg.log_level() >= config::LogLevel::info &&
+         (subs.empty() || std::find(subs.begin(), subs.end(), "wireup") != subs.end());
+}
+
+void publish_choice_facts(bootstrap::Bootstrap& boot, const CommOptions& options,
+                          bool several_nodes) {
+  if (roce_built()) publish_rdma_facts(boot, options, several_nodes);
+}
+
+std::vector<const TransportKind*> choose_transports(const Setup& base,
+                                                    std::vector<std::string>* notes,
+                                                    std::vector<std::string>* report) {
+  const std::string& wanted = base.options->transport;
+  const auto job = roce_built() ? roce_job(base) : std::nullopt;
+  const auto& me = base.nodes[static_cast<std::size_t>(base.rank)];
+  std::vector<const TransportKind*> out(static_cast<std::size_t>(base.size), nullptr);
+  for (int r = 0; r < base.size; ++r) {
+    if (r == base.rank) continue;
+    const bool same = base.nodes[static_cast<std::size_t>(r)] == me;
+    const TransportKind* kind = &choose_transport(wanted, same);
+    std::string line;
+    if (job && !same) {
+      const auto c = job->peer(base.rank, r);
+      if (wanted == "auto" && c.kind != fabric::RocePeer::Kind::tcp)
+        kind = &choose_transport("roce", false);
+      line = job->describe(base.rank, r, c);
+    }
+    if (report != nullptr)
+      report->push_back("rank " + std::to_string(base.rank) + " -> rank " + std::to_string(r) +
+                        ": " + std::string(kind->name) + (line.empty() ? "" : " [" + line + "]"));
+    out[static_cast<std::size_t>(r)] = kind;
+  }
+  if (notes != nullptr && job && wanted == "auto") {
+    const bool none =
+        std::all_of(job->lanes.begin(), job->lanes.end(), [](const auto& l) { return l.empty(); });
+    if (none) {
+      notes->push_back("tcp between all " + std::to_string(job->map.size()) +
+                       " nodes: none has an RDMA lane (an RDMA device with an IPv4 RoCE v2 GID; "
+                       "`sparkrun doctor` says why)");
+    } else {
+      for (int a = 0; a < job->map.size(); ++a)
+        for (int b = a + 1; b < job->map.size(); ++b) {
+          auto c = fabric::choose_roce_peer(job->map, job->lanes, job->hosts, a, b, {}, {});
+          if (c.kind == fabric::RocePeer::Kind::tcp)
+            notes->push_back(fabric::describe_roce_peer(c, job->lanes, job->hosts, a, b));
+        }
+    }
+  }
+  return out;
 }
 
 }  // namespace spark::transport

@@ -6,7 +6,9 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "transport/transport.hpp"
 
@@ -33,5 +35,23 @@ std::span<const TransportKind> transport_kinds() noexcept;
 /// The transport that reaches a peer: SPARK_TRANSPORT's choice (`wanted`), or for auto shm on
 /// the same node and tcp across nodes (the caller refuses a node-local one across nodes).
 const TransportKind& choose_transport(std::string_view wanted, bool same_node);
+
+/// Before the wire-up's first fence: what the per-peer choice needs every rank to know (roce:
+/// each node's RDMA lanes, each rank's SPARK_LANES; transport/verbs/roce_choice.hpp). The
+/// caller commits. `several_nodes`: the node layout says the job spans nodes.
+void publish_choice_facts(bootstrap::Bootstrap& boot, const CommOptions& options,
+                          bool several_nodes);
+
+/// SPARK_LOG asks for the wire-up report (level info or finer, all subsystems or "wireup"):
+/// sparkrun -v and --report-bindings set SPARK_LOG=info:wireup.
+bool report_wireup();
+
+/// Every peer's transport (nullptr for this rank). With auto across nodes: roce to a peer the
+/// fabric map's RDMA lanes reach (directly or through one relay), else tcp; `notes` gets one
+/// line per node pair on tcp with the reason (rank 0 prints them once per job), `report` one
+/// line per peer: its transport and lanes (printed with SPARK_LOG=info:wireup).
+std::vector<const TransportKind*> choose_transports(const Setup& base,
+                                                    std::vector<std::string>* notes,
+                                                    std::vector<std::string>* report);
 
 }  // namespace spark::transport

@@ -25,11 +25,10 @@
 //
 // Nothing in this interface blocks for long. The communicator owns the ONE wait point
 // (comm/wait.cpp): it polls peek()/can_send()/send_idle(), calls progress(), asks
-// peer_status() for dead peers, and, after spinning as long as the wait policy says
-// (comm/wait_policy.hpp), calls block() in slices that never exceed the remaining deadline.
-// That is where the fail-stop FailureRecord is made: the wait point knows peer, lane
-// (lane_name), seq, step, op and timeout. A CUDA path can wait on the same flags when they
-// live in pinned host memory.
+// peer_status() for dead peers, and, after spinning for SPARK_SPIN_US, calls block() in
+// slices that never exceed the remaining deadline. That is where the fail-stop FailureRecord
+// is made: the wait point knows peer, lane (lane_name), seq, step, op and timeout. A CUDA
+// path can wait on the same flags when they live in pinned host memory.
 //
 // Threading: a Transport is used by the one thread that runs collectives. Only
 // Communicator::set_timeout_ms and failure() are called from other threads, and they do not
@@ -37,7 +36,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -98,9 +96,6 @@ struct Setup {
   /// Failures found off the wait point (tcp's relay thread); must not throw.
   std::function<void(const FailureRecord&)> on_failure;
   std::function<std::uint32_t()> timeout_ms;  ///< the communicator's current timeout
-  /// The job's data-plane token (drawn by rank 0, handed over by the bootstrap): network
-  /// transports put it in every hello and drop connections without it (docs/reliability.md).
-  std::array<std::uint8_t, 16> token{};
 
   bool one_node() const {  ///< every rank on one node
     return std::all_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n == nodes[0]; });

@@ -18,6 +18,7 @@
 #include "fabric/local_lanes.hpp"
 #include "fabric/probe_protocol.hpp"
 #include "fabric/rdma_lanes.hpp"
+#include "fabric/roce_lanes.hpp"
 #include "net/socket.hpp"
 #include "spark/error.hpp"
 
@@ -103,6 +104,21 @@ int run(int argc, char** argv) {
     std::cout << "fabric map (" << hosts.size() << " nodes, "
               << (map.fully_connected() ? "every pair cabled: direct" : "relay needed") << "):\n"
               << map.describe(hosts, lanes) << std::flush;
+    // RDMA lanes: the per-peer lane pairs a job with SPARK_TRANSPORT=auto|roce uses (the
+    // same choice, fabric/roce_lanes.hpp; the job then probes each pair with an RDMA WRITE).
+    const bool rdma =
+        t == "roce" ||
+        (t == "auto" && !rdma_functions(kSysfsInfinibandClass, netdev_addresses()).empty());
+    if (rdma) {
+      std::cout << "roce lanes per peer:\n";
+      const int n = static_cast<int>(hosts.size());
+      for (int a = 0; a < n; ++a)
+        for (int b = 0; b < n; ++b)
+          if (a != b)
+            std::cout << describe_roce_peer(choose_roce_peer(map, lanes, hosts, a, b, {}, {}),
+                                            lanes, hosts, a, b)
+                      << "\n";
+    }
     if (!write_path.empty()) {
       std::ofstream(write_path) << to_json(found);
       std::cout << "wrote " << write_path << "\n";

@@ -4,6 +4,10 @@
 
 namespace spark::transport {
 
+bool roce_built() noexcept {
+  return false;
+}
+
 std::unique_ptr<Transport> make_roce(const Setup&) {
   throw ConfigError(
       "SPARK_TRANSPORT=roce: this libspark was built without ibverbs (install libibverbs-dev and "

@@ -18,6 +18,7 @@
 
 #include "fabric/rdma_lanes.hpp"
 #include "spark/error.hpp"
+#include "transport/verbs/verbs_relay.hpp"
 #include "verbs/verbs_error.hpp"
 
 namespace spark::transport {
@@ -89,47 +90,69 @@ VerbsTransport::VerbsTransport(int rank, int size, std::vector<int> peers, Verbs
   // and release reposts); twice that leaves room.
   recv_depth_ = static_cast<int>(4 * opt_.slots + 8);
 
+  // Which devices each peer's links use (peer_lanes), and how many links each device holds.
+  auto links_of = [&](int r) {
+    std::vector<int> devs;
+    if (static_cast<std::size_t>(r) < opt_.peer_lanes.size())
+      devs = opt_.peer_lanes[static_cast<std::size_t>(r)];
+    if (devs.empty())
+      for (std::size_t d = 0; d < opt_.devices.size(); ++d) devs.push_back(static_cast<int>(d));
+    for (int d : devs)
+      if (d < 0 || d >= static_cast<int>(opt_.devices.size()))
+        throw InvalidUsage("RoCE transport: peer lane outside the device list");
+    if (devs.size() > 63) throw InvalidUsage("RoCE transport: at most 63 links per peer");
+    return devs;
+  };
+  std::vector<std::size_t> on_dev(opt_.devices.size(), 0);
+  for (int r : peer_ranks_)
+    for (int d : links_of(r)) ++on_dev[static_cast<std::size_t>(d)];
   const std::size_t per_peer = region_bytes() + opt_.slots * stride();
-  const std::size_t per_lane = (per_peer * peer_ranks_.size() + 4095) / 4096 * 4096;
-  check_memlock(per_lane * opt_.devices.size());
+  std::size_t pinned = 0;
+  for (std::size_t n : on_dev)
+    pinned += (per_peer * std::max<std::size_t>(n, 1) + 4095) / 4096 * 4096;
+  check_memlock(pinned);
 
   std::optional<std::string> gid_override;
   if (opt_.gid_index) gid_override = std::to_string(*opt_.gid_index);
-  for (const std::string& dev : opt_.devices) {
-    auto lane =
-        std::make_unique<Lane>(open_port(dev, opt_.port, opt_.sysfs_root, gid_override,
-                                         static_cast<int>(peer_ranks_.size()) * max_wr_ + 16));
-    void* p = std::aligned_alloc(4096, per_lane);
+  for (std::size_t d = 0; d < opt_.devices.size(); ++d) {
+    const std::string& dev = opt_.devices[d];
+    const int links = static_cast<int>(std::max<std::size_t>(on_dev[d], 1));
+    const std::size_t bytes = (per_peer * static_cast<std::size_t>(links) + 4095) / 4096 * 4096;
+    auto lane = std::make_unique<Lane>(
+        open_port(dev, opt_.port, opt_.sysfs_root, gid_override, links * max_wr_ + 16));
+    void* p = std::aligned_alloc(4096, bytes);
     if (p == nullptr) throw std::bad_alloc();
     lane->mem.reset(static_cast<std::byte*>(p));
-    std::memset(p, 0, per_lane);
-    lane->mr = register_memory(lane->pd, p, per_lane);
+    std::memset(p, 0, bytes);
+    lane->mr = register_memory(lane->pd, p, bytes);
     lane->channel = create_comp_channel(lane->ctx);
-    lane->rx_cq = create_cq(lane->ctx, static_cast<int>(peer_ranks_.size()) * recv_depth_ + 16,
-                            lane->channel.get());
+    lane->rx_cq = create_cq(lane->ctx, links * recv_depth_ + 16, lane->channel.get());
     lanes_.push_back(std::move(lane));
   }
 
   peers_.resize(static_cast<std::size_t>(size_));
-  for (std::size_t i = 0; i < peer_ranks_.size(); ++i) {
-    int r = peer_ranks_[i];
+  std::vector<std::size_t> used(lanes_.size(), 0);  // regions handed out per device
+  for (int r : peer_ranks_) {
     if (r < 0 || r >= size_ || r == rank_) throw InvalidUsage("RoCE transport: bad peer rank");
     auto pr = std::make_unique<Peer>();
-    for (std::size_t li = 0; li < lanes_.size(); ++li) {
-      Lane& lane = *lanes_[li];
+    for (int d : links_of(r)) {
+      Lane& lane = *lanes_[static_cast<std::size_t>(d)];
       Link l;
-      l.rx = lane.mem.get() + per_peer * i;
+      l.dev = d;
+      l.rx = lane.mem.get() + per_peer * used[static_cast<std::size_t>(d)]++;
       l.tx = l.rx + region_bytes();
       l.qp = create_rc_qp(lane.pd, lane.cq, max_wr_, &lane.rx_cq, recv_depth_);
       l.local = local_endpoint(lane, l.qp, lane.mr, l.rx, region_bytes());
+      pr->use.push_back(static_cast<int>(pr->links.size()));
       pr->links.push_back(std::move(l));
     }
     peers_[static_cast<std::size_t>(r)] = std::move(pr);
   }
-  open_listener();
+  if (opt_.liveness) open_listener();
 }
 
 VerbsTransport::~VerbsTransport() {
+  relay_.reset();  // drains what it forwards for others before our own links go
   // Goodbye byte first (see send_idle); only to peers we are on good terms with.
   for (auto& p : peers_)
     if (p && p->live_fd >= 0) {
@@ -139,31 +162,43 @@ VerbsTransport::~VerbsTransport() {
 }
 
 void VerbsTransport::open_listener() {
-  const Gid& g = lanes_.front()->gid.gid;
-  if (!is_ipv4_mapped(g)) return;  // no IPv4 on lane 0: deadlines alone detect dead peers
-  listener_.emplace(lanes_.front()->ipv4(), lanes_.front()->name + " (RoCE liveness)", 0,
-                    static_cast<int>(peer_ranks_.size()) + 8);
+  // On every address: in a triangle each peer is reached over a different cable, so the peer
+  // connects to the address of the lane that links it to us (its link 0's remote GID).
+  if (lanes_.empty()) return;
+  listener_.emplace(0, "RoCE liveness", 0, static_cast<int>(peer_ranks_.size()) + 8);
 }
 
-void VerbsTransport::connect_liveness(const std::vector<std::uint32_t>& ipv4,
-                                      const std::vector<std::uint16_t>& ports) {
+void VerbsTransport::connect_liveness(const std::vector<std::uint16_t>& ports) {
   if (!listener_) return;
   const std::chrono::milliseconds bound(std::max<std::uint32_t>(opt_.timeout_ms, 10000));
-  // Connect to higher ranks (their listen backlog accepts before they call accept), then
-  // accept the lower ones: no ordering deadlock.
+  // A pair keeps a liveness connection when both ends of its link 0 have an IPv4 GID (both
+  // ends see both GIDs, so both agree) and the peer listens. The lower rank connects to the
+  // higher one's link-0 address (the cable between them; their listen backlog accepts before
+  // they call accept), then accepts the lower ones: no ordering deadlock.
+  auto ipv4_of = [](const Gid& g) {  // network byte order, 0 when not IPv4-mapped
+    std::uint32_t ip = 0;
+    if (is_ipv4_mapped(g)) std::memcpy(&ip, g.data() + 12, 4);
+    return ip;
+  };
+  auto paired = [&](int r) {
+    const Link& l = peer(r).links.front();
+    return ipv4_of(l.local.gid) != 0 && ipv4_of(l.remote.gid) != 0 &&
+           ports[static_cast<std::size_t>(r)] != 0;
+  };
   int lower = 0;
   for (int r : peer_ranks_) {
+    if (!paired(r)) continue;
     if (r < rank_) {
       ++lower;
       continue;
     }
-    if (ipv4[static_cast<std::size_t>(r)] == 0) continue;
     std::string why;
-    net::Fd fd = net::connect_within(0, ntohl(ipv4[static_cast<std::size_t>(r)]),
+    const Link& l0 = peer(r).links.front();
+    net::Fd fd = net::connect_within(0, ntohl(ipv4_of(l0.remote.gid)),
                                      ports[static_cast<std::size_t>(r)], bound, &why);
     if (!fd)
       throw VerbsError("RoCE liveness: rank " + std::to_string(rank_) + " cannot connect to rank " +
-                       std::to_string(r) + " on " + lanes_.front()->name + ": " + why);
+                       std::to_string(r) + " on " + l0.local.device + ": " + why);
     std::int32_t me = rank_;  // into an empty send buffer: never blocks
     if (::send(fd.get(), &me, sizeof me, MSG_NOSIGNAL) != sizeof me)
       throw VerbsError("RoCE liveness: cannot greet rank " + std::to_string(r));
@@ -207,8 +242,10 @@ bool VerbsTransport::check_alive(Peer& p, int peer_rank) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
     p.closed = true;
-    if (p.error.empty())
+    if (p.error.empty()) {
       p.error = "rank " + std::to_string(peer_rank) + " closed its connection (process gone)";
+      p.closed_first = true;
+    }
     break;
   }
   return !p.closed;
@@ -216,20 +253,50 @@ bool VerbsTransport::check_alive(Peer& p, int peer_rank) {
 
 std::string VerbsTransport::endpoint() const {
   std::string out;
-  // The liveness listener: its IPv4 in network order (0: none), its port.
-  put_u32(out, listener_ ? htonl(lanes_.front()->ipv4()) : 0);
+  put_u32(out, listener_ ? 1 : 0);  // a liveness listener on every address
   put_u32(out, listener_ ? static_cast<std::uint32_t>(listener_->port()) : 0);
-  put_u32(out, static_cast<std::uint32_t>(peer_ranks_.size() * lanes_.size()));
+  std::size_t n = 0;
+  for (int r : peer_ranks_) n += peer(r).links.size();
+  put_u32(out, static_cast<std::uint32_t>(n));
   for (int r : peer_ranks_) {
-    for (std::size_t li = 0; li < lanes_.size(); ++li) {
-      auto bytes = serialize(peer(r).links[li].local);
+    for (std::size_t k = 0; k < peer(r).links.size(); ++k) {
+      auto bytes = serialize(peer(r).links[k].local);
       put_u32(out, static_cast<std::uint32_t>(r));
-      put_u32(out, static_cast<std::uint32_t>(li));
+      put_u32(out, static_cast<std::uint32_t>(k));
       put_u32(out, static_cast<std::uint32_t>(bytes.size()));
       out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     }
   }
   return out;
+}
+
+std::string VerbsTransport::endpoint_as(const std::vector<std::pair<int, int>>& peer_to) const {
+  std::string out;
+  put_u32(out, 0);  // no liveness listener: a relayed pair has no connection of its own
+  put_u32(out, 0);
+  std::size_t n = 0;
+  for (auto [r, to] : peer_to) n += peer(r).links.size();
+  put_u32(out, static_cast<std::uint32_t>(n));
+  for (auto [r, to] : peer_to) {
+    for (std::size_t k = 0; k < peer(r).links.size(); ++k) {
+      auto bytes = serialize(peer(r).links[k].local);
+      put_u32(out, static_cast<std::uint32_t>(to));
+      put_u32(out, static_cast<std::uint32_t>(k));
+      put_u32(out, static_cast<std::uint32_t>(bytes.size()));
+      out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    }
+  }
+  return out;
+}
+
+void VerbsTransport::adopt_relay(std::unique_ptr<VerbsRelay> relay) {
+  relay_ = std::move(relay);
+}
+
+int VerbsTransport::via(int peer_rank) const noexcept {
+  return static_cast<std::size_t>(peer_rank) < opt_.peer_via.size()
+             ? opt_.peer_via[static_cast<std::size_t>(peer_rank)]
+             : -1;
 }
 
 VerbsOptions verbs_options(const CommOptions& c) {
@@ -245,57 +312,121 @@ VerbsOptions verbs_options(const CommOptions& c) {
   return o;
 }
 
-std::unique_ptr<Transport> make_roce(const Setup& s) {
-  return std::make_unique<VerbsTransport>(s.rank, s.size, s.peers, verbs_options(*s.options));
+void VerbsTransport::connect_all(const std::vector<std::string>& endpoints) {
+  std::vector<std::uint16_t> ports(static_cast<std::size_t>(size_), 0);
+  for (int r : peer_ranks_)
+    ports[static_cast<std::size_t>(r)] =
+        connect_peer(r, endpoints.at(static_cast<std::size_t>(r)), rank_);
+  connect_liveness(ports);
 }
 
-void VerbsTransport::connect_all(const std::vector<std::string>& endpoints) {
-  std::vector<std::uint32_t> ips(static_cast<std::size_t>(size_), 0);
-  std::vector<std::uint16_t> ports(static_cast<std::size_t>(size_), 0);
-  for (int r : peer_ranks_) {
-    const std::string& blob = endpoints.at(static_cast<std::size_t>(r));
-    std::size_t pos = 0;
-    ips[static_cast<std::size_t>(r)] = get_u32(blob, pos);
-    ports[static_cast<std::size_t>(r)] = static_cast<std::uint16_t>(get_u32(blob, pos));
-    std::uint32_t n = get_u32(blob, pos);
-    std::vector<bool> got(lanes_.size(), false);
-    for (std::uint32_t k = 0; k < n; ++k) {
-      std::uint32_t to = get_u32(blob, pos), lane = get_u32(blob, pos), len = get_u32(blob, pos);
-      if (blob.size() - pos < len)
-        throw VerbsError("malformed RoCE endpoint list from rank " + std::to_string(r));
-      std::string_view ep(blob.data() + pos, len);
-      pos += len;
-      if (static_cast<int>(to) != rank_) continue;
-      if (lane >= lanes_.size()) {
-        throw VerbsError(
-            "rank " + std::to_string(r) + " uses more RoCE lanes than rank " +
-            std::to_string(rank_) + " (" + std::to_string(lanes_.size()) +
-            "): give every rank the same number of lanes (SPARK_LANES / SPARK_IB_HCA)");
-      }
-      Link& l = peer(r).links[lane];
-      l.remote = deserialize({reinterpret_cast<const std::byte*>(ep.data()), ep.size()});
-      if (l.remote.bytes != region_bytes()) {
-        throw VerbsError(
-            "rank " + std::to_string(r) + " lays out its RoCE mailbox differently (" +
-            std::to_string(l.remote.bytes) + " bytes vs " + std::to_string(region_bytes()) +
-            "): run the same build with the same SPARK_SLOTS / slot size on every rank");
-      }
-      connect_rc_qp(l.qp, l.local, l.remote, r, timeouts_);
-      for (int i = 0; i < recv_depth_; ++i)
-        if (int rc = post_recv(l.qp.get(), wr_id(r, static_cast<int>(lane))); rc != 0)
-          throw VerbsError(call_failed("ibv_post_recv (rank " + std::to_string(r) + ")",
-                                       lanes_[lane]->name, rc));
-      got[lane] = true;
+std::uint16_t VerbsTransport::connect_peer(int r, const std::string& blob, int as_rank) {
+  Peer& p = peer(r);
+  std::size_t pos = 0;
+  const bool listens = get_u32(blob, pos) != 0;
+  const auto port = static_cast<std::uint16_t>(get_u32(blob, pos));
+  std::uint32_t n = get_u32(blob, pos);
+  std::vector<bool> got(p.links.size(), false);
+  for (std::uint32_t k = 0; k < n; ++k) {
+    std::uint32_t to = get_u32(blob, pos), link = get_u32(blob, pos), len = get_u32(blob, pos);
+    if (blob.size() - pos < len)
+      throw VerbsError("malformed RoCE endpoint list from rank " + std::to_string(r));
+    std::string_view ep(blob.data() + pos, len);
+    pos += len;
+    if (static_cast<int>(to) != as_rank) continue;
+    if (link >= p.links.size()) {
+      throw VerbsError("rank " + std::to_string(r) + " opened more RoCE links toward rank " +
+                       std::to_string(as_rank) + " than rank " + std::to_string(as_rank) +
+                       " has toward it (" + std::to_string(p.links.size()) +
+                       "): give every rank the same number of lanes (SPARK_LANES / SPARK_IB_HCA)");
     }
-    for (std::size_t li = 0; li < lanes_.size(); ++li) {
-      if (!got[li]) {
-        throw VerbsError("rank " + std::to_string(r) + " published no endpoint for lane " +
-                         lanes_[li]->name + " of rank " + std::to_string(rank_) +
-                         ": give every rank the same number of lanes (SPARK_LANES / SPARK_IB_HCA)");
+    Link& l = p.links[link];
+    l.remote = deserialize({reinterpret_cast<const std::byte*>(ep.data()), ep.size()});
+    if (l.remote.bytes != region_bytes()) {
+      throw VerbsError("rank " + std::to_string(r) + " lays out its RoCE mailbox differently (" +
+                       std::to_string(l.remote.bytes) + " bytes vs " +
+                       std::to_string(region_bytes()) +
+                       "): run the same build with the same SPARK_SLOTS / slot size on every rank");
+    }
+    connect_rc_qp(l.qp, l.local, l.remote, r, timeouts_);
+    for (int i = 0; i < recv_depth_; ++i)
+      if (int rc = post_recv(l.qp.get(), wr_id(r, static_cast<int>(link))); rc != 0)
+        throw VerbsError(
+            call_failed("ibv_post_recv (rank " + std::to_string(r) + ")", l.local.device, rc));
+    got[link] = true;
+  }
+  for (std::size_t k = 0; k < p.links.size(); ++k) {
+    if (!got[k]) {
+      throw VerbsError("rank " + std::to_string(r) + " published no endpoint for link " +
+                       std::to_string(k) + " (" + p.links[k].local.device + ") of rank " +
+                       std::to_string(as_rank) +
+                       ": give every rank the same number of lanes (SPARK_LANES / SPARK_IB_HCA)");
+    }
+  }
+  return listens ? port : 0;
+}
+
+std::vector<ProbeFailure> VerbsTransport::probe(std::chrono::milliseconds timeout) {
+  // One 8-byte WRITE per link into the word after the peer's credit word (nobody reads it),
+  // signaled, marked by bits 6 and 7 of the work request id.
+  static const std::uint64_t kProbeValue = 1;
+  for (int r : peer_ranks_) {
+    Peer& p = peer(r);
+    for (std::size_t k = 0; k < p.links.size(); ++k) {
+      Link& l = p.links[k];
+      int rc = post_write(l.qp.get(), wr_id(r, static_cast<int>(k)) | (3u << 6), &kProbeValue,
+                          sizeof kProbeValue, 0, l.remote.addr + opt_.slots * stride() + 8,
+                          l.remote.rkey, true, true);
+      if (rc != 0) {
+        l.probe = 2;
+        l.probe_error = call_failed("ibv_post_send (RDMA probe)", l.local.device, rc);
+      } else {
+        ++l.outstanding;
       }
     }
   }
-  connect_liveness(ips, ports);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    for (std::size_t li = 0; li < lanes_.size(); ++li) poll_lane(li);
+    bool pending = false;
+    for (int r : peer_ranks_)
+      for (const Link& l : peer(r).links) pending = pending || l.probe == 0;
+    if (!pending || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  std::vector<ProbeFailure> out;
+  for (int r : peer_ranks_) {
+    Peer& p = peer(r);
+    for (std::size_t k = 0; k < p.links.size(); ++k) {
+      Link& l = p.links[k];
+      if (l.probe == 1) continue;
+      if (l.probe == 0) {
+        l.probe = 2;
+        l.probe_error = "RDMA WRITE probe on " + l.local.device + " not completed after " +
+                        std::to_string(timeout.count()) + " ms";
+      }
+      out.push_back({r, static_cast<int>(k), l.probe_error});
+    }
+  }
+  return out;
+}
+
+void VerbsTransport::drop_link(int peer_rank, int link, const std::string& why) {
+  Peer& p = peer(peer_rank);
+  auto it = std::find(p.use.begin(), p.use.end(), link);
+  if (it == p.use.end()) return;
+  p.use.erase(it);
+  if (p.use.empty())
+    throw VerbsError("RoCE: no lane to rank " + std::to_string(peer_rank) +
+                     " passed the RDMA WRITE probe (last: " + why +
+                     "); check the cables and `sparkrun doctor`, or run with SPARK_TRANSPORT=tcp");
+}
+
+std::vector<std::string> VerbsTransport::peer_devices(int peer_rank) const {
+  std::vector<std::string> out;
+  const Peer& p = peer(peer_rank);
+  for (int k : p.use) out.push_back(p.links[static_cast<std::size_t>(k)].local.device);
+  return out;
 }
 
 std::string VerbsTransport::describe() const {
@@ -315,7 +446,20 @@ std::string VerbsTransport::lane_name(int peer_rank, WaitKind kind) const {
   std::uint64_t i = kind == WaitKind::data                          ? p.rx_count
                     : (kind == WaitKind::credit || p.tx_count == 0) ? p.tx_count
                                                                     : p.tx_count - 1;
-  return lanes_[i % lanes_.size()]->name;
+  const std::string& dev = p.links[static_cast<std::size_t>(p.use[i % p.use.size()])].local.device;
+  // Relayed: "via r<R>/<dev>" (this rank's device toward the relay; the record's lane field
+  // holds 31 characters, device names at most 20), the relaying host in lane_detail.
+  const int v = via(peer_rank);
+  return v < 0 ? dev : "via r" + std::to_string(v) + "/" + dev;
+}
+
+std::string VerbsTransport::lane_detail(int peer_rank, WaitKind) const {
+  const int v = via(peer_rank);
+  if (v < 0) return {};
+  const std::string host = static_cast<std::size_t>(peer_rank) < opt_.via_host.size()
+                               ? opt_.via_host[static_cast<std::size_t>(peer_rank)]
+                               : std::string("?");
+  return "relayed by rank " + std::to_string(v) + " on host " + host;
 }
 
 bool VerbsTransport::room(Link& l, int wrs) {
@@ -327,14 +471,14 @@ bool VerbsTransport::room(Link& l, int wrs) {
 bool VerbsTransport::can_send(int peer_rank) {
   Peer& p = peer(peer_rank);
   if (!p.error.empty()) return false;
-  Link& l = p.links[p.tx_count % lanes_.size()];
+  Link& l = tx_link(p);
   std::uint64_t credited = load_acquire(l.rx + opt_.slots * stride());
   return l.tx_sent - credited < opt_.slots && room(l, 2);
 }
 
 void VerbsTransport::send(int peer_rank, const MsgHeader& header, const void* data) {
   Peer& p = peer(peer_rank);
-  const int lane = static_cast<int>(p.tx_count % lanes_.size());
+  const int lane = p.use[p.tx_count % p.use.size()];
   Link& l = p.links[static_cast<std::size_t>(lane)];
   if (header.bytes > opt_.slot_bytes)
     throw InvalidUsage("RoCE transport: message larger than a slot");
@@ -343,7 +487,7 @@ void VerbsTransport::send(int peer_rank, const MsgHeader& header, const void* da
   std::memcpy(st, &header, sizeof header);  // staging flag word stays 0: the flag goes inline
   if (header.bytes > 0) std::memcpy(st + kHeaderArea, data, header.bytes);
   const std::uint64_t flag = l.tx_sent + 1;
-  const Lane& ln = *lanes_[static_cast<std::size_t>(lane)];
+  const Lane& ln = *lanes_[static_cast<std::size_t>(l.dev)];
   // Header + payload first, then the flag (inline: copied at post time), on one RC QP.
   int rc = post_write(l.qp.get(), wr_id(peer_rank, lane), st,
                       static_cast<std::uint32_t>(kHeaderArea + header.bytes), ln.mr->lkey,
@@ -363,7 +507,7 @@ void VerbsTransport::send(int peer_rank, const MsgHeader& header, const void* da
   ++l.data_outstanding;
   ++l.tx_sent;
   ++p.tx_count;
-  poll_rx(static_cast<std::size_t>(lane));  // keep the peer's receives posted
+  poll_rx(static_cast<std::size_t>(l.dev));  // keep the peer's receives posted
 }
 
 bool VerbsTransport::send_idle(int peer_rank) {
@@ -390,7 +534,7 @@ bool VerbsTransport::send_idle(int peer_rank) {
 
 RecvView VerbsTransport::peek(int peer_rank) {
   Peer& p = peer(peer_rank);
-  Link& l = p.links[p.rx_count % lanes_.size()];
+  Link& l = rx_link(p);
   const std::byte* slot = l.rx + (l.rx_seen % opt_.slots) * stride();
   if (load_acquire(slot + kFlagOffset) != l.rx_seen + 1) return {};
   return RecvView{reinterpret_cast<const MsgHeader*>(slot), slot + kHeaderArea};
@@ -417,12 +561,12 @@ void VerbsTransport::post_credit(int peer_rank, int lane, Link& l) {
 
 void VerbsTransport::release(int peer_rank) {
   Peer& p = peer(peer_rank);
-  const int lane = static_cast<int>(p.rx_count % lanes_.size());
+  const int lane = p.use[p.rx_count % p.use.size()];
   Link& l = p.links[static_cast<std::size_t>(lane)];
   ++l.rx_seen;
   ++p.rx_count;
   post_credit(peer_rank, lane, l);
-  poll_rx(static_cast<std::size_t>(lane));
+  poll_rx(static_cast<std::size_t>(l.dev));
 }
 
 int VerbsTransport::poll_rx(std::size_t li) {
@@ -436,12 +580,17 @@ int VerbsTransport::poll_rx(std::size_t li) {
       if (r < 0 || r >= size_ || !peers_[static_cast<std::size_t>(r)]) continue;
       Peer& p = peer(r);
       if (wc[i].status != IBV_WC_SUCCESS) {
+        // A link no longer in use (failed its probe) may flush its receives: not an error.
+        const int k = static_cast<int>(wc[i].wr_id & 63);
+        if (std::find(p.use.begin(), p.use.end(), k) == p.use.end()) continue;
         if (p.error.empty())
           p.error = "RDMA receive from rank " + std::to_string(r) + " on lane " + lane.name +
                     " failed: " + completion_error(wc[i]);
         continue;
       }
-      if (int rc = post_recv(p.links[li].qp.get(), wc[i].wr_id); rc != 0 && p.error.empty())
+      const std::size_t k = wc[i].wr_id & 63;
+      if (k >= p.links.size()) continue;
+      if (int rc = post_recv(p.links[k].qp.get(), wc[i].wr_id); rc != 0 && p.error.empty())
         p.error = call_failed("ibv_post_recv (rank " + std::to_string(r) + ")", lane.name, rc);
     }
   }
@@ -461,11 +610,23 @@ void VerbsTransport::poll_lane(std::size_t li) {
       const int r = static_cast<int>(wc[i].wr_id >> 8);
       if (r < 0 || r >= size_ || !peers_[static_cast<std::size_t>(r)]) continue;
       Peer& p = peer(r);
-      Link& l = p.links[li];
+      const std::size_t k = wc[i].wr_id & 63;
+      if (k >= p.links.size()) continue;
+      Link& l = p.links[k];
+      const std::uint64_t marks = wc[i].wr_id & (3u << 6);
+      if (marks == (3u << 6)) {  // the RDMA probe (probe())
+        --l.outstanding;
+        l.probe = wc[i].status == IBV_WC_SUCCESS ? 1 : 2;
+        if (l.probe == 2)
+          l.probe_error =
+              "RDMA WRITE probe on " + lane.name + " failed: " + completion_error(wc[i]);
+        continue;
+      }
       // A flag completion (bit 7) retires the flag and the unsignaled data write before it; a
       // credit (bit 6) itself. A data write only completes on its own when flushed in error.
-      l.outstanding -= (wc[i].wr_id & (1u << 7)) ? 2 : (wc[i].wr_id & (1u << 6)) ? 1 : 0;
-      if (wc[i].wr_id & (1u << 7)) --l.data_outstanding;
+      l.outstanding -= (marks & (1u << 7)) ? 2 : (marks & (1u << 6)) ? 1 : 0;
+      if (marks & (1u << 7)) --l.data_outstanding;
+      if (std::find(p.use.begin(), p.use.end(), static_cast<int>(k)) == p.use.end()) continue;
       if (wc[i].status != IBV_WC_SUCCESS && p.error.empty()) {
         p.error = "RDMA write to rank " + std::to_string(r) + " on lane " + lane.name +
                   " failed: " + completion_error(wc[i]);
@@ -539,7 +700,8 @@ PeerState VerbsTransport::peer_state(int peer_rank, std::string* detail) {
   check_alive(p, peer_rank);
   if (p.error.empty()) return PeerState::ok;
   if (detail != nullptr) *detail = p.error;
-  return p.closed ? PeerState::closed : PeerState::error;
+  // A write that failed before the close (a cable down, then the peer gave up) is the cause.
+  return p.closed_first ? PeerState::closed : PeerState::error;
 }
 
 }  // namespace spark::transport

@@ -1,0 +1,154 @@
+# Runs inside each VM of a triangle (vm_mesh.sh --links 1-2,1-3,2-3): three Sparks without a
+# switch, port 0 of each to one neighbour and port 1 to the other. Node N is rank N-1.
+#   node 1: eth0/rxe0 10.60.0.1 (to node 2)   eth1/rxe1 10.60.1.1 (to node 3)
+#   node 2: eth0/rxe0 10.60.0.2 (to node 1)   eth1/rxe1 10.60.2.2 (to node 3)
+#   node 3: eth0/rxe0 10.60.1.3 (to node 1)   eth1/rxe1 10.60.2.3 (to node 2)
+# Cases, one boot (docs/roce.md, "Soft-RoCE scenarios"):
+#   1. default transport: every pair on roce over its own cable (per-peer report; packets on
+#      every rxe link), collectives checked on every rank;
+#   2. the plan prefers port 0 (SPARK_LANES=rxe0 on node 1) for a job with node 3, which is
+#      cabled to port 1: the map wins, the job runs on rxe1 (and not on rxe0);
+#   3. a stopped rank (node 3) is named by both neighbours' records;
+#   4. a cable that goes down mid-job (node 3's eth1, to node 2): the records of ranks 1 and 2
+#      name the peer and the lane rxe1.
+set -u
+node=$(cat /etc/spark_node)
+rank=$((node - 1))
+failed=0
+run() {
+  name=$1; shift
+  echo "=== $name: $*"
+  t0=$(date +%s)
+  if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
+}
+expect() { grep -qF -- "$1" "$2" || { echo "missing in $2: $1"; return 1; }; }
+case $node in
+  1) rv=10.60.0.1; neighbours="10.60.0.2 10.60.1.3" ;;
+  2) rv=10.60.0.1; neighbours="10.60.0.1 10.60.2.3" ;;
+  3) rv=10.60.1.1; neighbours="10.60.1.1 10.60.2.2" ;;
+esac
+export SPARK_HOST=vm$node SPARKNET_ROCE_TIMEOUT_MS=30000 SPARK_JOIN_TIMEOUT_MS=150000
+unset SPARK_TRANSPORT SPARK_LANES SPARK_IB_HCA
+# job3 PORT [VAR=value...] PROGRAM ARGS: this node's rank of a 3-rank job (env execs it, so a
+# background job's $! is the rank's pid).
+job3() { p=$1; shift; env SPARK_RANK=$rank SPARK_SIZE=3 SPARK_RENDEZVOUS=$rv:$p "$@"; }
+pkts() { cat /sys/class/infiniband/rxe$1/ports/1/hw_counters/sent_pkts; }
+
+peer_up() {  # the other VMs boot at their own pace
+  for ip in $neighbours; do
+    i=0
+    until ping -c 1 -W 1 "$ip" >/dev/null 2>&1; do
+      i=$((i + 1))
+      [ $i -lt 150 ] || { echo "no answer from $ip"; return 1; }
+    done
+  done
+}
+
+# 1. Default transport: roce to both neighbours, each on its own cable.
+default_roce() {
+  p0=$(pkts 0) p1=$(pkts 1)
+  job3 29501 SPARK_LOG=info:wireup allreduce_perf -b 8 -e 2M -f 32 -n 2 -w 1 >/tmp/ar.out 2>&1
+  rc=$?
+  cat /tmp/ar.out
+  [ $rc -eq 0 ] || return 1
+  port=29502
+  for c in allgather reduce_scatter broadcast alltoall; do
+    port=$((port + 1))
+    job3 $port allreduce_perf -t $c -b 64 -e 16K -f 256 -n 1 -w 1 >/tmp/c.out 2>&1 ||
+      { cat /tmp/c.out; return 1; }
+    tail -3 /tmp/c.out
+  done
+  d0=$(( $(pkts 0) - p0 )) d1=$(( $(pkts 1) - p1 ))
+  echo "RoCE packets sent: rxe0 $d0, rxe1 $d1"
+  case $node in
+    1) expect "spark: wireup: rank 0 -> rank 1: roce [vm1 -> vm2: roce rxe0(10.60.0.1)->rxe0(10.60.0.2)]" /tmp/ar.out &&
+       expect "spark: wireup: rank 0 -> rank 2: roce [vm1 -> vm3: roce rxe1(10.60.1.1)->rxe0(10.60.1.3)]" /tmp/ar.out || return 1 ;;
+    2) expect "spark: wireup: rank 1 -> rank 0: roce [vm2 -> vm1: roce rxe0(10.60.0.2)->rxe0(10.60.0.1)]" /tmp/ar.out &&
+       expect "spark: wireup: rank 1 -> rank 2: roce [vm2 -> vm3: roce rxe1(10.60.2.2)->rxe1(10.60.2.3)]" /tmp/ar.out || return 1 ;;
+    3) expect "spark: wireup: rank 2 -> rank 0: roce [vm3 -> vm1: roce rxe0(10.60.1.3)->rxe1(10.60.1.1)]" /tmp/ar.out &&
+       expect "spark: wireup: rank 2 -> rank 1: roce [vm3 -> vm2: roce rxe1(10.60.2.3)->rxe1(10.60.2.2)]" /tmp/ar.out || return 1 ;;
+  esac
+  if grep -q "tcp" /tmp/ar.out; then echo "a pair fell back to tcp"; return 1; fi
+  [ $d0 -gt 300 ] && [ $d1 -gt 300 ]
+}
+
+# 2. The binding plan prefers port 0 on node 1, but node 3 is cabled to its port 1.
+map_wins() {
+  [ $node -eq 2 ] && return 0  # not in this job
+  r=0; [ $node -eq 3 ] && r=1
+  pre=""; [ $node -eq 1 ] && pre=SPARK_LANES=rxe0
+  p0=$(pkts 0) p1=$(pkts 1)
+  env $pre SPARK_LOG=info:wireup SPARK_RANK=$r SPARK_SIZE=2 \
+    SPARK_RENDEZVOUS=10.60.1.1:29510 allreduce_perf -b 8 -e 256K -f 8 -n 2 -w 1 >/tmp/mw.out 2>&1
+  rc=$?
+  cat /tmp/mw.out
+  [ $rc -eq 0 ] || return 1
+  d0=$(( $(pkts 0) - p0 )) d1=$(( $(pkts 1) - p1 ))
+  echo "RoCE packets sent: rxe0 $d0, rxe1 $d1"
+  if [ $node -eq 1 ]; then
+    expect "spark: wireup: rank 0 -> rank 1: roce [vm1 -> vm3: roce rxe1(10.60.1.1)->rxe0(10.60.1.3) (map wins: SPARK_LANES=rxe0 of vm1 does not reach vm3; the fabric map's lanes used)]" /tmp/mw.out || return 1
+    [ $d1 -gt 200 ] && [ $d0 -lt 50 ]
+  else
+    [ $d0 -gt 200 ]
+  fi
+}
+
+# 3. Node 3 SIGSTOPs its rank once RDMA traffic flows: both neighbours name rank 2.
+stopped_rank() {
+  args="-b 8 -e 8 -n 1000000 -w 0"
+  if [ $node -ne 3 ]; then
+    job3 29520 SPARKNET_ROCE_TIMEOUT_MS=3000 allreduce_perf $args >/tmp/stop.out 2>&1
+    rc=$?
+    grep -a 'rank [0-9]:' /tmp/stop.out | head -3
+    # This rank names rank 2, or it had already finished that call and waits on the other
+    # neighbour, which named rank 2 and left (its own record, in its VM's console).
+    [ $rc -ne 0 ] && grep -q "seq [0-9]* step [0-9]*: \(no data from rank 2 on lane rxe1 after\|rank $((1 - rank)) closed its connection\)" /tmp/stop.out
+    return
+  fi
+  p0=$(pkts 0)
+  env SPARK_RANK=$rank SPARK_SIZE=3 SPARK_RENDEZVOUS=$rv:29520 SPARKNET_ROCE_TIMEOUT_MS=3000 \
+    allreduce_perf $args >/tmp/stop.out 2>&1 &
+  pid=$!
+  i=0
+  while [ $(( $(pkts 0) - p0 )) -lt 200 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+  kill -STOP $pid || return 1
+  echo "stopped rank 2 after $(( $(pkts 0) - p0 )) packets on rxe0"
+  sleep 8  # the neighbours give up after 3 s
+  kill -KILL $pid
+  wait $pid
+  return 0
+}
+
+# 4. Node 3 pulls its cable to node 2 (eth1 down) mid-job: ranks 1 and 2 name each other and
+#    the lane; rank 0 ends too (its own deadline or the abort).
+cable_down() {
+  args="-b 8 -e 8 -n 1000000 -w 0"
+  env SPARK_RANK=$rank SPARK_SIZE=3 SPARK_RENDEZVOUS=$rv:29530 SPARKNET_ROCE_TIMEOUT_MS=3000 \
+    allreduce_perf $args >/tmp/down.out 2>&1 &
+  pid=$!
+  if [ $node -eq 3 ]; then
+    p1=$(pkts 1)
+    i=0
+    while [ $(( $(pkts 1) - p1 )) -lt 200 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    /usr/sbin/ip link set eth1 down
+    echo "eth1 down after $(( $(pkts 1) - p1 )) packets on rxe1"
+  fi
+  wait $pid
+  rc=$?
+  [ $node -eq 3 ] && /usr/sbin/ip link set eth1 up
+  grep -a 'rank [0-9]:' /tmp/down.out | head -3
+  [ $rc -ne 0 ] || return 1
+  case $node in
+    2) grep -q "rank 2 .*on lane rxe1" /tmp/down.out ;;
+    3) grep -q "rank 1 .*on lane rxe1" /tmp/down.out ;;
+    *) return 0 ;;
+  esac
+}
+
+run peer_up peer_up
+[ $failed -eq 0 ] || exit 1
+run triangle_default_roce default_roce
+run triangle_map_wins_port1 map_wins
+run triangle_stopped_rank stopped_rank
+run triangle_cable_down cable_down
+exit $failed

@@ -670,12 +670,15 @@ void VerbsTransport::block(int, WaitKind kind, std::chrono::microseconds max) {
   // completion channels until one fires or `max` passes. Was: sleeps of 50 us, so a message
   // that came just after the spin waited up to 50 us more.
   std::vector<pollfd> fds;
-  fds.reserve(lanes_.size());
+  fds.reserve(lanes_.size() + peer_ranks_.size());
   for (auto& lane : lanes_) {
     drain_events(*lane);
     ibv_req_notify_cq(lane->rx_cq.get(), 0);
     fds.push_back({lane->channel->fd, POLLIN, 0});
   }
+  // A peer's liveness connection too: its death (or goodbye) ends the sleep at once.
+  for (int r : peer_ranks_)
+    if (const Peer& p = peer(r); p.live_fd >= 0 && !p.closed) fds.push_back({p.live_fd, POLLIN, 0});
   int seen = 0;
   for (std::size_t li = 0; li < lanes_.size(); ++li) {
     poll_lane(li);

@@ -13,17 +13,6 @@ namespace {
 
 constexpr char kField = '\x1f';
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  for (;;) {
-    auto pos = s.find(sep, start);
-    out.push_back(s.substr(start, pos == std::string::npos ? std::string::npos : pos - start));
-    if (pos == std::string::npos) return out;
-    start = pos + 1;
-  }
-}
-
 // Control characters would break the line format (and the terminal): made visible.
 std::string clean(const std::string& s) {
   std::string out = s;
@@ -61,15 +50,16 @@ std::string encode_rows(const std::vector<JobRow>& rows) {
 
 std::vector<JobRow> decode_rows(const std::string& text) {
   std::vector<JobRow> rows;
-  for (const std::string& line : split(text, '\n')) {
+  for (const auto line : fabric::split(text, '\n')) {
     if (line.empty()) continue;
-    auto f = split(line, kField);
-    if (f.size() != 8) throw Error("doctor: malformed result line from a rank: '" + line + "'");
+    auto f = fabric::split(line, kField);
+    if (f.size() != 8)
+      throw Error("doctor: malformed result line from a rank: '" + std::string(line) + "'");
     JobRow r;
     r.host = f[0];
     std::int64_t rank = 0;
     if (protocol::parse_integer(f[1], -1, INT32_MAX, rank) != protocol::Integer::ok)
-      throw Error("doctor: malformed rank '" + f[1] + "' in a result line");
+      throw Error("doctor: malformed rank '" + std::string(f[1]) + "' in a result line");
     r.rank = static_cast<int>(rank);
     r.check = f[2];
     r.lane = f[3];
@@ -83,7 +73,7 @@ std::vector<JobRow> decode_rows(const std::string& text) {
     else if (f[5] == "info")
       r.status = Status::info;
     else
-      throw Error("doctor: malformed result '" + f[5] + "' in a result line");
+      throw Error("doctor: malformed result '" + std::string(f[5]) + "' in a result line");
     r.latency = f[6];
     r.detail = f[7];
     rows.push_back(std::move(r));

@@ -23,6 +23,8 @@ int parse_int(std::string_view text, int lo, int hi, std::string_view what, std:
   return static_cast<int>(v);
 }
 
+}  // namespace
+
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> out;
   std::size_t start = 0;
@@ -33,8 +35,6 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
     start = pos + 1;
   }
 }
-
-}  // namespace
 
 std::uint32_t parse_ipv4(std::string_view text, std::string_view what) {
   auto parts = split(text, '.');

@@ -22,6 +22,8 @@ struct Lane {
   bool operator==(const Lane&) const = default;
 };
 
+/// `s` cut at every `sep`: "a,,b" -> {"a", "", "b"}, "" -> {""}.
+std::vector<std::string_view> split(std::string_view s, char sep);
 /// Strict dotted-quad parse; throws spark::ConfigError naming `what` on "", "1.2.3", "1.2.3.256".
 std::uint32_t parse_ipv4(std::string_view text, std::string_view what);
 std::string format_ipv4(std::uint32_t ipv4);

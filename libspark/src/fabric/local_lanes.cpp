@@ -15,13 +15,8 @@ std::vector<std::pair<std::uint32_t, int>> parse_nets(std::string_view text,
                                                       std::string_view what) {
   std::vector<std::pair<std::uint32_t, int>> out;
   if (text.empty()) return out;
-  std::size_t start = 0;
-  for (;;) {
-    auto pos = text.find(',', start);
-    out.push_back(parse_cidr(text.substr(start, pos == text.npos ? text.npos : pos - start), what));
-    if (pos == text.npos) return out;
-    start = pos + 1;
-  }
+  for (auto item : split(text, ',')) out.push_back(parse_cidr(item, what));
+  return out;
 }
 
 std::vector<Lane> local_lanes(const std::vector<std::pair<std::uint32_t, int>>& nets) {

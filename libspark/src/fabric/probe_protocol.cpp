@@ -40,16 +40,13 @@ std::string encode_ports(const std::vector<int>& ports) {
 
 std::vector<int> decode_ports(std::string_view text, std::string_view who) {
   std::vector<int> out;
-  for (std::size_t s = 0; !text.empty();) {
-    const auto c = text.find(',', s);
-    const auto item = text.substr(s, c == text.npos ? text.npos : c - s);
+  if (text.empty()) return out;
+  for (auto item : split(text, ',')) {
     std::int64_t p = 0;
     if (protocol::parse_integer(item, 1, 65535, p) != protocol::Integer::ok)
       throw BootstrapError("malformed port list '" + std::string(text) + "' from " +
                            std::string(who));
     out.push_back(static_cast<int>(p));
-    if (c == text.npos) break;
-    s = c + 1;
   }
   return out;
 }

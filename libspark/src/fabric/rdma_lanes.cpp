@@ -124,10 +124,7 @@ std::vector<std::string> parse_rdma_devices(std::string_view text, std::string_v
   if (text.front() == '^' || text.front() == '=')
     throw bad("exclusion (^) and exact-match (=) lists are not supported: name the devices");
   std::vector<std::string> out;
-  std::size_t start = 0;
-  for (;;) {
-    const auto comma = text.find(',', start);
-    auto item = text.substr(start, comma == text.npos ? text.npos : comma - start);
+  for (auto item : split(text, ',')) {
     if (auto colon = item.find(':'); colon != item.npos) {
       if (item.substr(colon + 1) != "1")
         throw bad("only port 1 is supported (got \"" + std::string(item) + "\")");
@@ -138,9 +135,8 @@ std::vector<std::string> parse_rdma_devices(std::string_view text, std::string_v
       if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
         throw bad("invalid device name \"" + std::string(item) + "\"");
     out.emplace_back(item);
-    if (comma == text.npos) return out;
-    start = comma + 1;
   }
+  return out;
 }
 
 std::vector<Lane> local_rdma_lanes(const std::vector<std::string>& devices,

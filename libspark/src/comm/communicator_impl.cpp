@@ -1,5 +1,6 @@
 #include "comm/communicator_impl.hpp"
 
+#include <algorithm>
 #include <set>
 #include "config/config.hpp"
 
@@ -24,6 +25,10 @@ CommOptions CommOptions::from_config(const config::Config& config) {
   o.job_id = config.job_id().value_or("");
   o.trace_path = config.trace_path();
   o.report_failures = config.abort_on_failure();  // SPARK_ON_FAILURE=abort|raise
+  const auto& subsystems = config.log_subsystems();
+  o.log_tcp = config.log_level() >= config::LogLevel::info &&
+              (subsystems.empty() ||
+               std::find(subsystems.begin(), subsystems.end(), "tcp") != subsystems.end());
   return o;
 }
 

@@ -12,6 +12,7 @@
 #include "comm/communicator_impl.hpp"
 #include "spark/error.hpp"
 #include "transport/registry.hpp"
+#include "transport/tcp/tcp_hello.hpp"
 
 namespace spark {
 
@@ -36,6 +37,12 @@ void CommunicatorImpl::wire_up() {
   const std::chrono::milliseconds join(options_.join_timeout_ms);
   boot_->put("spark.node", bootstrap::as_bytes(node_id_));
   transport::publish_choice_facts(*boot_, options_, local_size_ < size_);  // with the node id
+  // The job's token for the data plane (transport/tcp/tcp_hello.hpp): drawn by rank 0, handed
+  // over by the bootstrap (the job's own channel), in every tcp hello.
+  if (rank_ == 0)
+    boot_->put(
+        "spark.token",
+        bootstrap::as_bytes(transport::tcp_hello::to_hex(transport::tcp_hello::random_token())));
   boot_->commit();
   boot_->fence(join);
   transport::Setup base;
@@ -48,6 +55,10 @@ void CommunicatorImpl::wire_up() {
   base.timeout_ms = [this] { return timeout_ms_.load(std::memory_order_relaxed); };
   for (int r = 0; r < size_; ++r)
     base.nodes.push_back(bootstrap::to_string(boot_->get(r, "spark.node")));
+  const auto token =
+      transport::tcp_hello::from_hex(bootstrap::to_string(boot_->get(0, "spark.token")));
+  if (!token) throw BootstrapError("wire-up: rank 0's spark.token is malformed");
+  base.token = *token;
 
   // The allreduce crossover (one-shot up to this size, docs/collectives.md) must be the same
   // on every rank, so it depends only on what every rank knows: the node ids and the knob.

@@ -17,8 +17,8 @@ struct CommOptions {
   std::uint32_t timeout_ms = 10000;           ///< SPARKNET_ROCE_TIMEOUT_MS
   std::uint32_t barrier_timeout_ms = 600000;  ///< SPARK_BARRIER_TIMEOUT_MS
   std::uint32_t join_timeout_ms = 60000;      ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
-  std::uint32_t spin_us = 5;  ///< SPARK_SPIN_US (when !spin_auto: every wait spins this long)
-  bool spin_auto = false;     ///< SPARK_SPIN_US unset: the adaptive wait policy decides
+  std::uint32_t spin_us = 5;       ///< SPARK_SPIN_US (when !spin_auto: every wait spins this long)
+  bool spin_auto = false;          ///< SPARK_SPIN_US unset: the adaptive wait policy decides
   std::string transport = "auto";  ///< SPARK_TRANSPORT: auto or a name of transport/registry.hpp
   int tcp_lanes = 2;
   std::optional<std::string> tcp_addr;
@@ -34,6 +34,7 @@ struct CommOptions {
   std::size_t tcp_slot_bytes = 256 * 1024;
   std::size_t slots = 8;
   std::optional<std::string> trace_path;  ///< SPARK_TRACE
+  bool log_tcp = false;  ///< SPARK_LOG=info or trace for tcp: dropped connections are printed
 
   static CommOptions from_config(const config::Config& config);
 };

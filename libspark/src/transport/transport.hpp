@@ -36,6 +36,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -96,6 +97,9 @@ struct Setup {
   /// Failures found off the wait point (tcp's relay thread); must not throw.
   std::function<void(const FailureRecord&)> on_failure;
   std::function<std::uint32_t()> timeout_ms;  ///< the communicator's current timeout
+  /// The job's data-plane token (drawn by rank 0, handed over by the bootstrap): network
+  /// transports put it in every hello and drop connections without it (docs/reliability.md).
+  std::array<std::uint8_t, 16> token{};
 
   bool one_node() const {  ///< every rank on one node
     return std::all_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n == nodes[0]; });

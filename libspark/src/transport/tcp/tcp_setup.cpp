@@ -85,6 +85,8 @@ std::unique_ptr<Transport> make_tcp(const Setup& s) {
   o.addr = c.tcp_addr;
   o.data_net = c.data_net;
   o.timeout_ms = c.timeout_ms;
+  o.token = s.token;
+  o.log_dropped = c.log_tcp;
   auto t = std::make_unique<TcpTransport>(s.rank, s.size, s.peers, o);
   if (uses_fabric(s, o))
     s.boot->put("spark.fabric.lanes", bootstrap::as_bytes(fabric::encode_lanes(t->data_lanes())));

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "fabric/local_lanes.hpp"
@@ -25,17 +27,12 @@ namespace {
 
 constexpr std::uint32_t kData = 1;
 constexpr std::uint32_t kCredit = 2;
-constexpr std::size_t kSlotHeader = 64;            // header area in front of each rx payload
-constexpr std::size_t kRxBuffer = 16 * 1024;       // small frames arrive whole through this
-constexpr std::uint32_t kHelloMagic = 0x5350524b;  // "SPRK"
-constexpr std::uint32_t kRelayMagic = 0x5350524c;  // "SPRL": please forward to `dst`
-
-struct Hello {
-  std::uint32_t magic;
-  std::int32_t rank;  ///< the rank the connection is from (the source when relayed)
-  std::int32_t lane;
-  std::int32_t dst;  ///< the rank it is for
-};
+constexpr std::size_t kSlotHeader = 64;       // header area in front of each rx payload
+constexpr std::size_t kRxBuffer = 16 * 1024;  // small frames arrive whole through this
+// How long an accepted connection may take to send its hello (tcp_hello.hpp) before it is
+// dropped; meanwhile other connections are accepted and served (a silent stranger never
+// stalls wire-up).
+constexpr auto kHelloWait = std::chrono::seconds(2);
 
 using Clock = std::chrono::steady_clock;
 
@@ -229,8 +226,8 @@ std::pair<int, std::string> TcpTransport::open_hop(const TcpFabric& f, int src, 
       (src != rank_ ? " (relaying for rank " + std::to_string(src) + ")" : "") + " on lane " +
       name + " (" + fabric::format_ipv4(mine.ipv4) + " -> " + ip + ")";
   if (fd < 0) throw BootstrapError("tcp transport: " + what + ": " + why + "; check the cable");
-  Hello h{relayed ? kRelayMagic : kHelloMagic, src, l, dst};
-  if (!io_exact(fd, &h, sizeof h, true, deadline)) {
+  auto h = tcp_hello::encode({relayed, src, l, dst}, opt_.token);
+  if (!io_exact(fd, h.data(), h.size(), true, deadline)) {
     ::close(fd);
     throw BootstrapError("tcp transport: " + what + ": handshake failed");
   }
@@ -339,8 +336,8 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
             "tcp transport: rank " + std::to_string(rank_) + " cannot connect to rank " +
             std::to_string(q) + " (" + ep + "): " + why +
             "; check firewalls or set SPARK_TCP_ADDR to an address peers can reach");
-      Hello h{kHelloMagic, rank_, static_cast<std::int32_t>(l), q};
-      if (!io_exact(fd, &h, sizeof h, true, deadline)) {
+      auto h = tcp_hello::encode({false, rank_, static_cast<int>(l), q}, opt_.token);
+      if (!io_exact(fd, h.data(), h.size(), true, deadline)) {
         ::close(fd);
         throw BootstrapError("tcp transport: handshake with rank " + std::to_string(q) + " failed");
       }
@@ -351,9 +348,38 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
     for (auto& p : pipes)
       for (int fd : {p.a_fd, p.b_fd}) ::close(fd);
   };
+  // Accepted connections wait here for their hello, side by side (non-blocking reads).
+  struct Pending {
+    int fd;
+    std::string from;  // peer address, for the debug line
+    Clock::time_point until;
+    std::array<std::byte, tcp_hello::kSize> buf{};
+    std::size_t got = 0;
+  };
+  std::vector<Pending> pending;
+  auto drop = [&](int fd, const std::string& from, const std::string& why) {
+    ::close(fd);
+    if (opt_.log_dropped)
+      std::fprintf(stderr, "spark: rank %d: tcp: dropped a connection from %s: %s\n", rank_,
+                   from.c_str(), why.c_str());
+  };
+  auto close_pending = [&] {
+    for (auto& p : pending) ::close(p.fd);
+    pending.clear();
+  };
+  const int size = static_cast<int>(peers_.size());
   while (expected + relay_expected > 0) {
-    pollfd pfd{listener_->fd(), POLLIN, 0};
-    if (::poll(&pfd, 1, remaining_ms(deadline)) <= 0) {
+    std::vector<pollfd> pfds{{listener_->fd(), POLLIN, 0}};
+    auto wake = deadline;
+    for (const auto& p : pending) {
+      pfds.push_back({p.fd, POLLIN, 0});
+      wake = std::min(wake, p.until);
+    }
+    const int ready = ::poll(pfds.data(), pfds.size(), remaining_ms(wake));
+    if (ready < 0 && errno != EINTR)
+      throw BootstrapError(std::string("tcp transport: poll: ") + std::strerror(errno));
+    if (ready <= 0 && Clock::now() >= deadline) {
+      close_pending();
       std::string missing;
       for (int q : peer_ranks_)
         if (q > rank_)
@@ -369,68 +395,106 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
           (relay_expected > 0 ? " and " + std::to_string(relay_expected) + " connection(s) to relay"
                               : std::string()));
     }
-    int fd = ::accept4(listener_->fd(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    Hello h{};
-    const int size = static_cast<int>(peers_.size());
-    if (!io_exact(fd, &h, sizeof h, false,
-                  std::min(deadline, Clock::now() + std::chrono::seconds(5))) ||
-        h.rank < 0 || h.rank >= size || h.dst < 0 || h.dst >= size || h.lane < 0) {
-      ::close(fd);  // a stray connection (e.g. a fabric probe)
-      continue;
-    }
-    if (h.magic == kRelayMagic && relay_expected > 0 && h.dst != rank_ && h.rank != rank_ &&
-        h.lane < opt_.lanes && f->node_of[static_cast<std::size_t>(h.rank)] != me_node &&
-        f->node_of[static_cast<std::size_t>(h.dst)] != me_node) {
-      RelayPipe p;
-      p.a_fd = fd;
-      p.src = h.rank;
-      p.dst = h.dst;
-      // This node's lane the connection arrived on (its local address).
-      sockaddr_in la{};
-      socklen_t len = sizeof la;
-      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&la), &len) == 0)
-        for (const auto& l : f->lanes[static_cast<std::size_t>(me_node)])
-          if (l.ipv4 == ntohl(la.sin_addr.s_addr)) p.a_lane = "tcp:" + l.name;
-      try {
-        auto [out, name] = open_hop(*f, h.rank, h.dst, h.lane, deadline);
-        p.b_fd = out;
-        p.b_lane = std::move(name);
-        // The next hop when it is another relay (multi-hop routes): its host for the record.
-        const auto path = relay_path(*f, h.rank, h.dst);
-        const auto me_at = std::find(path.begin(), path.end(), rank_);
-        if (me_at != path.end() && me_at + 1 != path.end()) {
-          p.b_next = *(me_at + 1);
-          p.b_next_host =
-              f->hosts[static_cast<std::size_t>(f->node_of[static_cast<std::size_t>(p.b_next)])];
+    // Hellos that arrived (or never will): each is taken, or dropped with its reason.
+    std::vector<std::pair<int, tcp_hello::Hello>> hellos;
+    for (std::size_t n = pending.size(); n-- > 0;) {
+      Pending& p = pending[n];
+      bool gone = false;
+      std::string why;
+      if (pfds[n + 1].revents != 0) {
+        const ssize_t r = ::recv(p.fd, p.buf.data() + p.got, p.buf.size() - p.got, 0);
+        if (r > 0) p.got += static_cast<std::size_t>(r);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+          gone = true;
+          why = "closed before a whole hello (a probe?)";
         }
-        if (me_at != path.end() && me_at != path.begin()) {
-          p.a_next = *(me_at - 1);
-          p.a_next_host =
-              f->hosts[static_cast<std::size_t>(f->node_of[static_cast<std::size_t>(p.a_next)])];
-          if (p.a_lane.rfind("tcp:", 0) == 0)
-            p.a_lane = relayed_lane_name(p.a_next, p.a_lane.substr(4));
-        }
-      } catch (...) {
-        ::close(fd);
-        close_pipes();
-        throw;
       }
-      pipes.push_back(std::move(p));
-      --relay_expected;
-      continue;
+      if (!gone && p.got == p.buf.size()) {
+        if (auto h = tcp_hello::parse(p.buf, opt_.token, size, &why)) {
+          set_nonblocking(p.fd, false);
+          hellos.emplace_back(p.fd, *h);
+          pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(n));
+          continue;
+        }
+        gone = true;
+      }
+      if (!gone && Clock::now() >= p.until) {
+        gone = true;
+        why = "no hello within 2 s";
+      }
+      if (gone) {
+        drop(p.fd, p.from, why);
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(n));
+      }
     }
-    if (h.magic != kHelloMagic || h.dst != rank_ || h.rank <= rank_ ||
-        !peers_[static_cast<std::size_t>(h.rank)] ||
-        static_cast<std::size_t>(h.lane) >= peer(h.rank).lanes.size() ||
-        peer(h.rank).lanes[static_cast<std::size_t>(h.lane)].fd >= 0) {
-      ::close(fd);  // a stray or duplicate connection
-      continue;
+    if ((pfds[0].revents & POLLIN) != 0) {
+      sockaddr_in from{};
+      socklen_t len = sizeof from;
+      const int fd = ::accept4(listener_->fd(), reinterpret_cast<sockaddr*>(&from), &len,
+                               SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0)
+        pending.push_back({fd,
+                           fabric::format_ipv4(ntohl(from.sin_addr.s_addr)) + ":" +
+                               std::to_string(ntohs(from.sin_port)),
+                           Clock::now() + kHelloWait});
     }
-    setup_conn(peer(h.rank).lanes[static_cast<std::size_t>(h.lane)], fd, h.lane,
-               conn_name(h.rank, h.lane), conn_via(h.rank));
-    --expected;
+    for (const auto& [fd, h] : hellos) {
+      if (h.relay && relay_expected > 0 && h.dst != rank_ && h.rank != rank_ &&
+          h.lane < opt_.lanes && f->node_of[static_cast<std::size_t>(h.rank)] != me_node &&
+          f->node_of[static_cast<std::size_t>(h.dst)] != me_node) {
+        RelayPipe p;
+        p.a_fd = fd;
+        p.src = h.rank;
+        p.dst = h.dst;
+        // This node's lane the connection arrived on (its local address).
+        sockaddr_in la{};
+        socklen_t len = sizeof la;
+        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&la), &len) == 0)
+          for (const auto& l : f->lanes[static_cast<std::size_t>(me_node)])
+            if (l.ipv4 == ntohl(la.sin_addr.s_addr)) p.a_lane = "tcp:" + l.name;
+        try {
+          auto [out, name] = open_hop(*f, h.rank, h.dst, h.lane, deadline);
+          p.b_fd = out;
+          p.b_lane = std::move(name);
+          // The next hop when it is another relay (multi-hop routes): its host for the record.
+          const auto path = relay_path(*f, h.rank, h.dst);
+          const auto me_at = std::find(path.begin(), path.end(), rank_);
+          if (me_at != path.end() && me_at + 1 != path.end()) {
+            p.b_next = *(me_at + 1);
+            p.b_next_host =
+                f->hosts[static_cast<std::size_t>(f->node_of[static_cast<std::size_t>(p.b_next)])];
+          }
+          if (me_at != path.end() && me_at != path.begin()) {
+            p.a_next = *(me_at - 1);
+            p.a_next_host =
+                f->hosts[static_cast<std::size_t>(f->node_of[static_cast<std::size_t>(p.a_next)])];
+            if (p.a_lane.rfind("tcp:", 0) == 0)
+              p.a_lane = relayed_lane_name(p.a_next, p.a_lane.substr(4));
+          }
+        } catch (...) {
+          ::close(fd);
+          close_pending();
+          close_pipes();
+          throw;
+        }
+        pipes.push_back(std::move(p));
+        --relay_expected;
+        continue;
+      }
+      if (h.relay || h.dst != rank_ || h.rank <= rank_ ||
+          !peers_[static_cast<std::size_t>(h.rank)] ||
+          static_cast<std::size_t>(h.lane) >= peer(h.rank).lanes.size() ||
+          peer(h.rank).lanes[static_cast<std::size_t>(h.lane)].fd >= 0) {
+        drop(fd, "rank " + std::to_string(h.rank), "a duplicate or unexpected hello");
+        continue;
+      }
+      setup_conn(peer(h.rank).lanes[static_cast<std::size_t>(h.lane)], fd, h.lane,
+                 conn_name(h.rank, h.lane), conn_via(h.rank));
+      --expected;
+    }
   }
+  for (const auto& p : pending) drop(p.fd, p.from, "wire-up ended before its hello");
+  pending.clear();
   listener_.reset();
   if (!pipes.empty())
     relay_ = std::make_unique<TcpRelay>(

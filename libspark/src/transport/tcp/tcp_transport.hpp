@@ -21,6 +21,7 @@
 
 #include "fabric/fabric_map.hpp"
 #include "net/socket.hpp"
+#include "transport/tcp/tcp_hello.hpp"
 #include "transport/tcp/tcp_relay.hpp"
 #include "transport/transport.hpp"
 
@@ -35,6 +36,10 @@ struct TcpOptions {
   /// through the address that shares a subnet with one of ours (its cable: per-peer lanes).
   std::string data_net;
   std::uint32_t timeout_ms = 10000;  ///< SPARKNET_ROCE_TIMEOUT_MS: a relay stalled this long fails
+  /// The job's token (tcp_hello.hpp): in every hello sent; a connection without it is dropped.
+  tcp_hello::Token token{};
+  /// SPARK_LOG=info (or trace) for tcp: a dropped connection prints one line on stderr.
+  bool log_dropped = false;
 };
 
 /// What the fabric map tells the transport (built at wire-up, identical on every rank).

@@ -148,9 +148,12 @@ link_down)
   wait $launcher
   [ $? != 0 ] || fail "exit code 0 after a lost link"
   # Whichever side notices first: the launcher (heartbeats) or host b's daemon (which
-  # then exits; its last words still reach us through the agent's stderr).
+  # then exits; its last words still reach us through the agent's stderr). Both wait 10 s:
+  # when the launcher is first it stops the launch agent, and the daemon's last words are
+  # then its SIGTERM line (flaky before: 1 run in 3 at load 23, docs/reliability.md). That
+  # host b's ranks are gone either way is checked below (ns_empty).
   expect "host $MH_NS2: .*node daemon" "$out/e"
-  expect "host $MH_NS2: control link to the launcher lost" "$out/e"
+  expect "host $MH_NS2: control link to the launcher lost\|^sparkrun: got signal 15" "$out/e"
   wait_for 15 ns_empty || fail "processes left in a namespace"
   ;;
 bad_clients)

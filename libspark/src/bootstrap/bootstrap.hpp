@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "spark/store.hpp"
 
 namespace spark::bootstrap {
 
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
-  virtual std::string_view kind() const = 0;  ///< "pmix" | "env" | "singleton"
+  virtual std::string_view kind() const = 0;  ///< "pmix" | "env" | "singleton" | "store"
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual int local_rank() const = 0;
@@ -53,6 +54,10 @@ std::unique_ptr<Bootstrap> make_bootstrap(const config::Config& config);
 std::unique_ptr<Bootstrap> make_pmix_bootstrap(const config::Config& config);
 std::unique_ptr<Bootstrap> make_env_bootstrap(const config::Config& config);
 std::unique_ptr<Bootstrap> make_singleton_bootstrap(const config::Config& config);
+/// Over a key-value store the caller hands in (spark::init(store, rank, size)); throws
+/// spark::InvalidUsage for a null store or a rank out of range.
+std::unique_ptr<Bootstrap> make_store_bootstrap(std::shared_ptr<KeyValueStore> store, int rank,
+                                                int size, const config::Config& config);
 
 /// Whether this build of libspark has the PMIx client.
 bool pmix_available() noexcept;

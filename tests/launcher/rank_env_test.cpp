@@ -65,5 +65,35 @@ TEST(RankEnv, OpenMpiGlueIsContained) {
   EXPECT_TRUE(has(env, "OMPI_MCA_orte_externally_bound=1"));
 }
 
+TEST(RankEnv, TorchrunVariables) {
+  RankIdentity id;
+  id.rank = 4;
+  id.size = 6;
+  id.local_rank = 1;
+  id.local_size = 3;
+  id.node_rank = 1;
+  const auto env = build_env({}, {torchrun_env(id, {}, {})});
+  for (const char* want :
+       {"RANK=4", "LOCAL_RANK=1", "WORLD_SIZE=6", "LOCAL_WORLD_SIZE=3", "GROUP_RANK=1"})
+    EXPECT_TRUE(has(env, want)) << want;
+  // The user's value wins: set in sparkrun's environment or with -x, it is left out.
+  const auto mine = torchrun_env(id, {"RANK=9", "RANKS=1"}, {{"WORLD_SIZE", "7"}});
+  for (const auto& [name, value] : mine) {
+    EXPECT_NE(name, "RANK");
+    EXPECT_NE(name, "WORLD_SIZE");
+  }
+  EXPECT_EQ(mine.size(), 3u);  // RANKS=1 is another name: LOCAL_RANK etc. stay
+
+  const auto master = torchrun_master_env("10.0.0.1", 29500, {}, {});
+  EXPECT_EQ(master, (std::vector<EnvVar>{{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}}));
+  EXPECT_EQ(torchrun_master_env("10.0.0.1", 29500, {"MASTER_PORT=1234"}, {}),
+            (std::vector<EnvVar>{{"MASTER_ADDR", "10.0.0.1"}}));
+  EXPECT_TRUE(
+      torchrun_master_env("a", 1, {}, {{"MASTER_ADDR", "b"}, {"MASTER_PORT", "2"}}).empty());
+  const int port = pick_free_port();
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+}
+
 }  // namespace
 }  // namespace spark::launch

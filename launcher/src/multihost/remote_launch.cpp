@@ -18,6 +18,7 @@
 #include "control/messages.hpp"
 #include "control/server.hpp"
 #include "exit_rules.hpp"
+#include "rank_env.hpp"
 #include "remote_address.hpp"
 #include "remote_agent.hpp"
 #include "spawn.hpp"
@@ -110,6 +111,7 @@ class Coordinator {
   void check_finished();
 
   const MultiHostSpec& spec_;
+  std::vector<EnvVar> exports_;  // spec_.exports plus torchrun's MASTER_ADDR/MASTER_PORT
   Clock::time_point t0_;
   asio::io_context io_;
   std::unique_ptr<ctl::ControlServer> server_;
@@ -313,7 +315,7 @@ void Coordinator::on_authenticated(std::uint32_t i) {
   p.node = i;
   p.plan = spec_.plan;
   p.argv = spec_.argv;
-  p.exports = spec_.exports;
+  p.exports = exports_;
   p.tag_output = spec_.format.tag;
   p.timestamp_output = spec_.format.timestamp;
   p.verbose = spec_.verbose;
@@ -399,6 +401,24 @@ int Coordinator::run() {
     local.push_back(n.local);
   }
   const ControlAddresses addr = choose_control_addresses(spec_.control_net, hosts, local);
+  {
+    // torchrun's MASTER_ADDR/MASTER_PORT (docs/python.md): rank 0's host on the control
+    // network; when that is this machine, the address the daemons reach it at. The port is
+    // one free here (on a remote rank-0 host it is only likely to be free).
+    const auto k = static_cast<std::size_t>(spec_.plan.ranks.at(0).node);
+    std::string master = hosts[k];
+    if (local[k])
+      for (std::size_t j = 0; j < hosts.size(); ++j)
+        if (!local[j]) {
+          master = addr.connect[j];
+          break;
+        }
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+    exports_ = spec_.exports;
+    for (auto& v : torchrun_master_env(master, pick_free_port(), env, spec_.exports))
+      exports_.push_back(std::move(v));
+  }
 
   ctl::ControlServer::Callbacks cb;
   cb.authenticated = [this](std::uint32_t i) { on_authenticated(i); };

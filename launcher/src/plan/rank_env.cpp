@@ -1,5 +1,11 @@
 #include "rank_env.hpp"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
 #include <unordered_map>
 
 #include "usage_error.hpp"
@@ -15,6 +21,23 @@ bool valid_name(std::string_view name) {
     if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
   }
   return true;
+}
+
+bool user_set(const std::string& name, const std::vector<std::string>& base,
+              const std::vector<EnvVar>& exports) {
+  for (const auto& [k, v] : exports)
+    if (k == name) return true;
+  for (const auto& entry : base)
+    if (entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 &&
+        entry[name.size()] == '=')
+      return true;
+  return false;
+}
+
+std::vector<EnvVar> unless_set(std::vector<EnvVar> vars, const std::vector<std::string>& base,
+                               const std::vector<EnvVar>& exports) {
+  std::erase_if(vars, [&](const EnvVar& v) { return user_set(v.first, base, exports); });
+  return vars;
 }
 
 }  // namespace
@@ -50,6 +73,39 @@ std::vector<EnvVar> identity_env(const RankIdentity& id) {
   if (!id.cpuset.empty()) env.emplace_back("SPARK_CPUSET", id.cpuset);
   if (!id.lanes.empty()) env.emplace_back("SPARK_LANES", id.lanes);
   return env;
+}
+
+std::vector<EnvVar> torchrun_env(const RankIdentity& id, const std::vector<std::string>& base,
+                                 const std::vector<EnvVar>& exports) {
+  return unless_set({{"RANK", std::to_string(id.rank)},
+                     {"LOCAL_RANK", std::to_string(id.local_rank)},
+                     {"WORLD_SIZE", std::to_string(id.size)},
+                     {"LOCAL_WORLD_SIZE", std::to_string(id.local_size)},
+                     {"GROUP_RANK", std::to_string(id.node_rank)}},
+                    base, exports);
+}
+
+std::vector<EnvVar> torchrun_master_env(const std::string& addr, int port,
+                                        const std::vector<std::string>& base,
+                                        const std::vector<EnvVar>& exports) {
+  return unless_set({{"MASTER_ADDR", addr}, {"MASTER_PORT", std::to_string(port)}}, base, exports);
+}
+
+int pick_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket (MASTER_PORT)");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw std::system_error(e, std::generic_category(), "bind (MASTER_PORT)");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 std::vector<std::string> build_env(const std::vector<std::string>& base,

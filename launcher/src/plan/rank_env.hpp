@@ -33,6 +33,23 @@ EnvVar resolve_export(std::string_view arg, const std::vector<std::string>& envi
 /// The SPARK_* identity variables for one rank.
 std::vector<EnvVar> identity_env(const RankIdentity& id);
 
+/// torchrun's per-rank variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK),
+/// so that torch.distributed.init_process_group() works under sparkrun as under torchrun.
+/// A name the user set, in `base` ("NAME=value", sparkrun's environment) or in `exports` (-x),
+/// is left out: the user's value wins.
+std::vector<EnvVar> torchrun_env(const RankIdentity& id, const std::vector<std::string>& base,
+                                 const std::vector<EnvVar>& exports);
+
+/// torchrun's job-wide MASTER_ADDR / MASTER_PORT: `addr` (rank 0's host on the control
+/// network) and `port`, each only when the user set neither in `base` nor in `exports`.
+std::vector<EnvVar> torchrun_master_env(const std::string& addr, int port,
+                                        const std::vector<std::string>& base,
+                                        const std::vector<EnvVar>& exports);
+
+/// A TCP port that is free on this machine now (bound and released: the usual race with other
+/// programs picking ports, as with torchrun's own choice). Throws std::system_error.
+int pick_free_port();
+
 /// Builds "NAME=value" strings: `base` ("NAME=value" entries) overlaid, in order, by each
 /// layer. A later layer replaces an earlier value; the order of first appearance is kept.
 std::vector<std::string> build_env(const std::vector<std::string>& base,

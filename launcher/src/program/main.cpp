@@ -137,6 +137,9 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
   NodeRunSpec spec;
   spec.base_env = current_environment();
   for (const auto& x : o.exports) spec.exports.push_back(resolve_export(x, spec.base_env));
+  // torchrun's MASTER_ADDR/MASTER_PORT (docs/python.md): rank 0 runs on this machine.
+  for (auto& v : torchrun_master_env("127.0.0.1", pick_free_port(), spec.base_env, spec.exports))
+    spec.exports.push_back(std::move(v));
 
   if (!o.output_dir.empty()) {
     std::error_code ec;

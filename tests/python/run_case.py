@@ -1,0 +1,163 @@
+"""Drives one python-label test: runs real jobs under sparkrun (or by hand) and checks them.
+    run_case.py CASE SPARKRUN
+Prints PASS, or FAIL: <why>; exits 77 (skip) with the reason when torch is not available."""
+import glob
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = sys.executable
+case, sparkrun = sys.argv[1], sys.argv[2]
+
+
+def fail(why):
+    print(f"FAIL: {why}", flush=True)
+    sys.exit(1)
+
+
+def need_torch():
+    try:
+        import torch  # noqa: F401
+        from sparkrun import _c10d  # noqa: F401
+    except ImportError as e:
+        print(f"SKIP: torch backend not available here ({e}); install python3-torch and libtorch-dev")
+        sys.exit(77)
+
+
+def run(cmd, env=None, timeout=120):
+    """Runs cmd in its own process group; returns (rc, output, seconds)."""
+    full_env = dict(os.environ, **(env or {}))
+    start = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=full_env, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        print(out)
+        fail(f"{' '.join(cmd)} hung (> {timeout} s)")
+    took = time.monotonic() - start
+    print(f"$ {' '.join(cmd)}  -> exit {p.returncode} after {took:.2f} s\n{out}", flush=True)
+    return p.returncode, out, took
+
+
+def job(n, script, *args, env=None, timeout=120):
+    return run([sparkrun, "-n", str(n), PY, os.path.join(HERE, script), *args], env, timeout)
+
+
+def expect_ok(n, out, rc):
+    if rc != 0:
+        fail(f"the job exited {rc}")
+    for r in range(n):
+        if f"rank {r} ok" not in out:
+            fail(f"rank {r} did not finish")
+
+
+def leftovers(marker):
+    got = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    return [pid for pid in got if int(pid) != os.getpid()]
+
+
+if case.startswith("collectives"):
+    for n in (1, 2, 3):
+        rc, out, _ = job(n, "collectives.py", timeout=300)
+        expect_ok(n, out, rc)
+elif case == "bad_input":
+    rc, out, _ = job(2, "bad_input.py", env={"SPARK_ON_FAILURE": "raise",
+                                             "SPARKNET_ROCE_TIMEOUT_MS": "2000"})
+    expect_ok(2, out, rc)
+elif case == "store_init":
+    need_torch()
+    code = (
+        "import sys, datetime, numpy as np, torch.distributed as dist, sparkrun\n"
+        "r, port = int(sys.argv[1]), int(sys.argv[2])\n"
+        "s = dist.TCPStore('127.0.0.1', port, 2, r == 0, datetime.timedelta(seconds=30))\n"
+        "c = sparkrun.init(store=dist.PrefixStore('a', s), rank=r, size=2)\n"
+        "d = sparkrun.init(store=dist.PrefixStore('b', s), rank=r, size=2)\n"
+        "x = np.full(5, r + 1.0); c.allreduce(x); y = np.full(3, 2.0); d.allreduce(y)\n"
+        "assert list(x) == [3.0] * 5 and list(y) == [4.0] * 3, (x, y)\n"
+        "c.close(); d.barrier(); d.close(); print(f'rank {r} ok', flush=True)\n")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMIX", "SPARK_RANK", "SPARK_SIZE"))}
+    procs = [subprocess.Popen([PY, "-c", code, str(r), str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env) for r in range(2)]
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=60)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            fail("init over a TCPStore hung")
+    print("\n".join(outs))
+    if any(p.returncode for p in procs):
+        fail("a rank failed")
+    expect_ok(2, "".join(outs), 0)
+elif case.startswith("torch_ops"):
+    need_torch()
+    n = int(case.rsplit("_", 1)[1])
+    rc, out, _ = job(n, "torch_ops.py")
+    expect_ok(n, out, rc)
+elif case == "torch_train":
+    need_torch()
+    import torch
+    with tempfile.TemporaryDirectory() as tmp:
+        weights = {}
+        for backend in ("spark", "gloo"):
+            rc, out, _ = job(3, "torch_train.py", backend, f"{tmp}/{backend}")
+            expect_ok(3, out, rc)
+            weights[backend] = [torch.load(f"{tmp}/{backend}.{r}") for r in range(3)]
+        for r in (1, 2):
+            for a, b in zip(weights["spark"][0], weights["spark"][r]):
+                if not torch.equal(a, b):
+                    fail(f"backend spark: rank {r}'s weights differ from rank 0's")
+        for a, b in zip(weights["spark"][0], weights["gloo"][0]):
+            if not torch.allclose(a, b, rtol=1e-5, atol=1e-6):
+                fail(f"spark and gloo weights differ by {(a - b).abs().max().item()}")
+        print("weights: spark identical on 3 ranks; spark vs gloo max difference",
+              max((a - b).abs().max().item() for a, b in zip(weights["spark"][0], weights["gloo"][0])))
+elif case in ("torch_fault_stop", "torch_fault_kill"):
+    need_torch()
+    mode = case.rsplit("_", 1)[1]
+    timeout_ms = 1000 if mode == "stop" else 20000
+    rc, out, took = job(3, "torch_fault.py", mode,
+                        env={"SPARKNET_ROCE_TIMEOUT_MS": str(timeout_ms)}, timeout=90)
+    ended = time.time()
+    if rc == 0:
+        fail("sparkrun exited 0 although rank 1 was " + mode + "ped")
+    if "FAIL:" in out:
+        fail("a rank went on after the failure")
+    m = re.search(r"rank 1: (?:stop|kill) now at ([0-9.]+)", out)
+    if not m:
+        fail("rank 1 never reached the point where it " + mode + "s itself")
+    after = ended - float(m.group(1))  # from the stop/kill to the end of the job
+    print(f"the job ended {after:.2f} s after rank 1 was {mode}ped")
+    if mode == "stop":
+        # Each survivor's record: "... no data from rank 1 ..." and sparkrun's group abort.
+        if not re.search(r"rank [02]: allreduce seq \d+ step \d+: no data from rank 1 .*after \d+ ms \(timeout 1000 ms\)", out):
+            fail("no failure record naming the stopped rank 1 and the timeout")
+        if after > 1.0 + 6.0:  # timeout + margin (kill grace 2 s, a loaded 2-core machine)
+            fail(f"the survivors took {after:.1f} s to end the job (timeout 1 s)")
+    elif after > 6.0:
+        fail(f"a killed rank took {after:.1f} s to end the job (timeout is 20 s: it must not wait for it)")
+    time.sleep(0.5)
+    left = leftovers(os.path.join(HERE, "torch_fault.py") + " " + mode)
+    if left:
+        subprocess.run(["kill", "-9", *left])
+        fail(f"ranks left running: {left}")
+elif case == "engine":
+    need_torch()
+    rc, out, _ = job(2, "engine_adapter.py")
+    expect_ok(2, out, rc)
+else:
+    fail(f"unknown case {case}")
+print("PASS")

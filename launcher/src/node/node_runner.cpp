@@ -304,9 +304,9 @@ void Runner::start_ranks() {
     SpawnRequest& req = reqs[static_cast<size_t>(l)];
     req.path = spec_.program_path;
     req.argv = spec_.argv;
-    req.envp = build_env(spec_.base_env, {torchrun_env(id, spec_.base_env, spec_.exports),
-                                          wireup_log, spec_.exports, pmix_env, glue,
-                                          identity_env(id)});
+    req.envp =
+        build_env(spec_.base_env, {torchrun_env(id, spec_.base_env, spec_.exports), wireup_log,
+                                   spec_.exports, pmix_env, glue, identity_env(id)});
     if (bound && spec_.cpusets[static_cast<size_t>(l)])
       req.cpuset = spec_.cpusets[static_cast<size_t>(l)];
     if (r.rank == 0) req.stdin_fd = STDIN_FILENO;  // stdin goes to rank 0 only

@@ -150,6 +150,26 @@ int spark_finalize(spark_comm* comm) {
   return SPARK_OK;
 }
 
+int spark_comm_split(spark_comm* comm, int color, int key, spark_comm** out) {
+  if (out == nullptr) return fail(SPARK_ERR_INVALID, "spark_comm_split: out is NULL");
+  *out = nullptr;
+  return guarded([&] {
+    auto sub = checked(comm, "spark_comm_split").split(color, key);
+    if (sub) *out = new spark_comm{std::move(*sub)};
+  });
+}
+
+int spark_comm_dup(spark_comm* comm, spark_comm** out) {
+  if (out == nullptr) return fail(SPARK_ERR_INVALID, "spark_comm_dup: out is NULL");
+  *out = nullptr;
+  return guarded([&] { *out = new spark_comm{checked(comm, "spark_comm_dup").dup()}; });
+}
+
+int spark_comm_free(spark_comm* comm) {
+  delete comm;  // destructors never throw
+  return SPARK_OK;
+}
+
 int spark_rank(const spark_comm* comm) {
   return comm ? comm->comm.rank() : -1;
 }

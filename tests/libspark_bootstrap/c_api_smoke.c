@@ -33,6 +33,18 @@ int main(void) {
   CHECK(spark_format_failure(&record, line, sizeof line) > 0);
   CHECK(strcmp(line, "rank 0: barrier seq 0 step 0: rank 1 closed its connection after 0 ms") == 0);
   CHECK(spark_failure_record_size() == sizeof(spark_failure_record));
+  {  /* sub-communicators: a split, a negative color, a dup, each usable and freed */
+    spark_comm* sub = NULL;
+    spark_comm* none = (spark_comm*)1;
+    spark_comm* dup = NULL;
+    CHECK(spark_comm_split(comm, 3, 0, &sub) == SPARK_OK && sub != NULL);
+    CHECK(spark_size(sub) == 1 && spark_rank(sub) == 0);
+    CHECK(spark_allreduce(sub, in, out, 3, SPARK_F64, SPARK_SUM) == SPARK_OK && out[2] == 4.0);
+    CHECK(spark_comm_split(comm, -1, 0, &none) == SPARK_OK && none == NULL);
+    CHECK(spark_comm_dup(sub, &dup) == SPARK_OK && dup != NULL && spark_size(dup) == 1);
+    CHECK(spark_comm_split(comm, 0, 0, NULL) == SPARK_ERR_INVALID);
+    CHECK(spark_comm_free(dup) == SPARK_OK && spark_comm_free(sub) == SPARK_OK);
+  }
   CHECK(spark_finalize(comm) == SPARK_OK);
   printf("c_api_smoke: ok\n");
   return 0;

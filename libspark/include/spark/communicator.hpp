@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "spark/failure.hpp"
 #include "spark/types.hpp"
@@ -26,6 +27,20 @@ class Communicator {
 
   int rank() const noexcept;
   int size() const noexcept;
+
+  /// MPI_Comm_split: collective over this communicator (bounded by its timeout). Ranks that
+  /// pass the same color >= 0 form one new communicator, ranked by key, then by rank here; a
+  /// negative color gets std::nullopt. The new communicator has its own sequence numbers,
+  /// mismatch detection and timeout (this one's, then settable), reuses this one's connections
+  /// (no new sockets, segments or QPs), and must be destroyed before the world communicator.
+  /// Ranks that share several communicators must call their collectives in the same order
+  /// (else: a mismatch failure). A failure in any communicator fails every communicator of
+  /// the rank; the record's detail names the one it happened in, e.g. "comm 1 (color 0, size 2)".
+  std::optional<Communicator> split(int color, int key);
+  /// The same ranks in the same order as a separate communicator (collective).
+  Communicator dup();
+  /// "world", or e.g. "comm 1 (color 0, size 2)" / "comm 1.2 (dup, size 2)".
+  const std::string& name() const noexcept;
   int local_rank() const noexcept;
   int local_size() const noexcept;
 

@@ -77,6 +77,17 @@ int spark_init(spark_comm** comm);
 /* Releases the communicator (NULL is ignored). Always SPARK_OK. */
 int spark_finalize(spark_comm* comm);
 
+/* MPI_Comm_split, collective over comm (bounded by its timeout): ranks with the same color >= 0
+ * form one new communicator, ranked by key, then by rank in comm; a negative color sets *out to
+ * NULL. The new one reuses comm's connections, has its own sequence numbers and timeout (comm's,
+ * then settable), and is released with spark_comm_free before the world communicator is. A
+ * failure in any communicator fails all of the rank's (the record's detail names it). */
+int spark_comm_split(spark_comm* comm, int color, int key, spark_comm** out);
+/* The same ranks in the same order as a separate communicator (collective). */
+int spark_comm_dup(spark_comm* comm, spark_comm** out);
+/* Releases a communicator made by spark_comm_split/spark_comm_dup (NULL is ignored). */
+int spark_comm_free(spark_comm* comm);
+
 /* -1 when comm is NULL. */
 int spark_rank(const spark_comm* comm);
 int spark_size(const spark_comm* comm);

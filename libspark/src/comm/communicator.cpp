@@ -36,6 +36,20 @@ int Communicator::rank() const noexcept {
 int Communicator::size() const noexcept {
   return impl_->size();
 }
+std::optional<Communicator> Communicator::split(int color, int key) {
+  std::unique_ptr<CommunicatorImpl> sub;
+  traced(*impl_, "split", 0, [&] { sub = impl_->split(color, key); });
+  if (!sub) return std::nullopt;
+  return Communicator(std::move(sub));
+}
+Communicator Communicator::dup() {
+  std::unique_ptr<CommunicatorImpl> sub;
+  traced(*impl_, "dup", 0, [&] { sub = impl_->dup(); });
+  return Communicator(std::move(sub));
+}
+const std::string& Communicator::name() const noexcept {
+  return impl_->name();
+}
 int Communicator::local_rank() const noexcept {
   return impl_->local_rank();
 }

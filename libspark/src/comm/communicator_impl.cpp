@@ -55,6 +55,7 @@ CommunicatorImpl::~CommunicatorImpl() {
 }
 
 std::string CommunicatorImpl::transport_summary() const {
+  if (world_ != this) return world_->transport_summary();
   if (transports_.empty()) return "self";
   std::string s;
   for (const auto& t : transports_) s += (s.empty() ? "" : "+") + std::string(t->name());

@@ -34,6 +34,21 @@ class CommunicatorImpl {
   CommunicatorImpl(const CommunicatorImpl&) = delete;
   CommunicatorImpl& operator=(const CommunicatorImpl&) = delete;
 
+  /// Collective over this communicator (an allgather of color and key, bounded by its
+  /// timeout): ranks with the same color >= 0 form a new communicator, ordered by key, then by
+  /// rank here; a negative color gets nullptr. The new one borrows the world's transports and
+  /// fail-stop state (comm/split.cpp) and must be destroyed before the world communicator.
+  std::unique_ptr<CommunicatorImpl> split(int color, int key);
+  /// The same ranks in the same order, with their own sequence numbers (collective).
+  std::unique_ptr<CommunicatorImpl> dup();
+  /// "world", or e.g. "comm 1 (color 0, size 2)", "comm 1.2 (dup, size 2)": names it in
+  /// failure records.
+  const std::string& name() const noexcept { return name_; }
+  /// The world rank of this communicator's rank `r`.
+  int world_rank(int r) const noexcept {
+    return members_.empty() ? r : members_[static_cast<std::size_t>(r)];
+  }
+
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
   int local_rank() const noexcept { return local_rank_; }
@@ -41,7 +56,7 @@ class CommunicatorImpl {
   std::string node_id() const { return node_id_; }
   /// "shm", "tcp", "shm+tcp" or "self": what this rank uses to reach its peers.
   std::string transport_summary() const;
-  bootstrap::Bootstrap& bootstrap() noexcept { return *boot_; }
+  bootstrap::Bootstrap& bootstrap() noexcept { return *world_->boot_; }
 
   // collectives (coll/collectives.cpp)
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
@@ -74,7 +89,7 @@ class CommunicatorImpl {
   void set_report_failures(bool on) noexcept { options_.report_failures = on; }
 
   /// The SPARK_TRACE writer, or nullptr. current_seq(): the last operation's sequence number.
-  Trace* trace() noexcept { return trace_.get(); }
+  Trace* trace() noexcept { return world_->trace_.get(); }
   std::uint64_t current_seq() const noexcept { return op_.seq; }
 
   // tuning / measurement
@@ -113,7 +128,9 @@ class CommunicatorImpl {
   /// Waits for the next message from `peer` and checks that it belongs to this op/step/piece.
   transport::RecvView take(int peer, std::uint32_t step, std::uint32_t piece, std::size_t bytes,
                            std::uint64_t count_expected);
-  void give_back(int peer) { by_peer_[static_cast<std::size_t>(peer)]->release(peer); }
+  void give_back(int peer) {
+    by_peer_[static_cast<std::size_t>(peer)]->release(world_rank(peer));
+  }
   /// Waits until every send of this op has left the process.
   void drain();
 
@@ -145,6 +162,28 @@ class CommunicatorImpl {
   void broadcast_ring(std::byte* buf, std::size_t count, DType dtype, int root);
 
   void wire_up();  // comm/wireup.cpp
+  /// A sub-communicator of `parent` over `members` (world ranks, in rank order); comm/split.cpp.
+  CommunicatorImpl(CommunicatorImpl& parent, std::vector<int> members, int rank,
+                   std::string path, std::string label, std::string name);
+  std::unique_ptr<CommunicatorImpl> make_sub(int color, int key, bool dup);
+  /// Takes the group-wide first failure (the world's): records, traces and reports it once;
+  /// returns the record that won.
+  FailureRecord commit_failure(const FailureRecord& record);
+
+  /// Sub-communicators share the world's connections: per peer pair one FIFO of messages
+  /// carries every communicator's traffic, in the order both ranks call them. world_ owns the
+  /// transports, the trace and the fail-stop state (this for the world itself); members_
+  /// maps ranks to world ranks (empty: identity); tag_ (high 16 bits of every message's seq,
+  /// 0 for the world) lets a receiver tell another communicator's message from its own.
+  static constexpr std::uint64_t kTagMask = ~std::uint64_t{0} << 48;
+  CommunicatorImpl* world_ = this;
+  std::vector<int> members_;
+  std::uint64_t tag_ = 0;
+  std::string path_;   ///< "" for the world, "1/0", "1/0.2/1": split indices and colors (the tag)
+  std::string label_;  ///< "" for the world, "1", "1.2": split indices (the name)
+  std::string name_ = "world";
+  std::uint32_t splits_ = 0;       ///< splits and dups made from this communicator
+  std::vector<std::string> nodes_;  ///< node id per rank of this communicator
 
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   CommOptions options_;

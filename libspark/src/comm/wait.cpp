@@ -37,6 +37,10 @@ void copy_field(char* dst, std::size_t cap, const std::string& s) {
 void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, void* ctx,
                                  bool (*ready)(void*)) {
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
+  const int wp = world_rank(peer);  // transports know world ranks
+  WaitPolicy& wait_policy_ = world_->wait_policy_;
+  auto& transports_ = world_->transports_;
+  Trace* trace = world_->trace_.get();
   const auto start = Clock::now();
   // How long to poll hot before blocking: the wait policy's budget (comm/wait_policy.hpp;
   // SPARK_SPIN_US fixes it). Never sched_yield(): on shared CPUs a yield hands the CPU to
@@ -54,8 +58,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     const auto end = Clock::now();
     const bool blocked = blocked_at != Clock::time_point{};
     wait_policy_.record(blocked ? blocked_at - start : end - start, end - start, blocked);
-    if (trace_)
-      trace_->wait(op_.name, op_.seq, step, peer, t.lane_name(peer, kind), what, start, end);
+    if (trace) trace->wait(op_.name, op_.seq, step, wp, t.lane_name(wp, kind), what, start, end);
   };
   for (;;) {
     for (auto& tr : transports_) tr->progress();
@@ -77,10 +80,10 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
       blocked_at = now;
       // About to block anyway: the moment to look at the machine's load now and then.
       if (wait_policy_.load_sample_due(now.time_since_epoch()))
-        wait_policy_.set_load(now.time_since_epoch(), load_sampler_.runnable_per_cpu());
+        wait_policy_.set_load(now.time_since_epoch(), world_->load_sampler_.runnable_per_cpu());
     }
     std::string detail;
-    if (t.peer_state(peer, &detail) != transport::PeerState::ok) {
+    if (t.peer_state(wp, &detail) != transport::PeerState::ok) {
       // Data that arrived before the close is still good: look once more.
       for (auto& tr : transports_) tr->progress();
       if (ready(ctx)) {
@@ -88,7 +91,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
         return;
       }
       traced();
-      fail(FailureCause::peer_closed, peer, t.lane_name(peer, kind), step,
+      fail(FailureCause::peer_closed, peer, t.lane_name(wp, kind), step,
            static_cast<std::uint32_t>(waited.count() / 1000), timeout, detail);
     }
     if (waited >= limit) {
@@ -100,9 +103,9 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
       // The lane name is short (31 characters); the transport may say more (e.g. the
       // relaying host of a relayed tcp lane, docs/fabric.md).
       std::string text = why;
-      if (std::string more = t.lane_detail(peer, kind); !more.empty())
+      if (std::string more = t.lane_detail(wp, kind); !more.empty())
         text = text.empty() ? std::move(more) : text + "; " + more;
-      fail(FailureCause::timeout, peer, t.lane_name(peer, kind), step,
+      fail(FailureCause::timeout, peer, t.lane_name(wp, kind), step,
            static_cast<std::uint32_t>(waited.count() / 1000), timeout, text);
     }
     // Slices of 5 ms, growing to 20 ms once the wait is long (an eighth of the time waited):
@@ -116,32 +119,38 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     for (auto& tr : transports_)
       if (tr.get() != &t && tr->has_pending())
         slice = std::min(slice, std::chrono::microseconds(100));
-    t.block(peer, kind, slice);
+    t.block(wp, kind, slice);
   }
 }
 
 void CommunicatorImpl::fail(FailureCause cause, int peer, const std::string& lane,
                             std::uint32_t step, std::uint32_t waited_ms, std::uint32_t timeout_ms,
                             const std::string& detail) {
+  FailureRecord r;
+  r.rank = world_->rank_;
+  r.peer = peer >= 0 ? world_rank(peer) : peer;
+  r.seq = op_.seq;
+  r.step = step;
+  r.waited_ms = waited_ms;
+  r.timeout_ms = timeout_ms;
+  r.cause = cause;
+  r.time_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  copy_field(r.lane, sizeof r.lane, lane);
+  copy_field(r.op, sizeof r.op, op_.name);
+  // A sub-communicator's failure fails the whole rank: the record says where it happened.
+  copy_field(r.detail, sizeof r.detail, world_ == this ? detail : name_ + ": " + detail);
+  throw CommFailure(world_->commit_failure(r));
+}
+
+FailureRecord CommunicatorImpl::commit_failure(const FailureRecord& record) {
   FailureRecord rec;
   {
     std::lock_guard lock(failure_mu_);
     if (!failed_.load(std::memory_order_acquire)) {
       FailureRecord& r = record_;
-      r = FailureRecord{};
-      r.rank = rank_;
-      r.peer = peer;
-      r.seq = op_.seq;
-      r.step = step;
-      r.waited_ms = waited_ms;
-      r.timeout_ms = timeout_ms;
-      r.cause = cause;
-      r.time_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
-      copy_field(r.lane, sizeof r.lane, lane);
-      copy_field(r.op, sizeof r.op, op_.name);
-      copy_field(r.detail, sizeof r.detail, detail);
+      r = record;
       failed_.store(true, std::memory_order_release);
       rec = r;
       if (trace_) {
@@ -153,16 +162,18 @@ void CommunicatorImpl::fail(FailureCause cause, int peer, const std::string& lan
       rec = record_;
     }
   }
-  throw CommFailure(rec);
+  return rec;
 }
 
 std::optional<FailureRecord> CommunicatorImpl::failure() const {
+  if (world_ != this) return world_->failure();
   if (!failed_.load(std::memory_order_acquire)) return std::nullopt;
   std::lock_guard lock(failure_mu_);
   return record_;
 }
 
 void CommunicatorImpl::check_health() const {
+  if (world_ != this) return world_->check_health();
   if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(failure_mu_);
   throw CommFailure(record_);
@@ -189,6 +200,7 @@ void CommunicatorImpl::remove_timeout_mirror(std::uint32_t* word) {
 }
 
 void CommunicatorImpl::fail_external(const FailureRecord& record) noexcept {
+  if (world_ != this) return world_->fail_external(record);
   std::lock_guard lock(failure_mu_);
   if (failed_.load(std::memory_order_acquire)) return;
   record_ = record;
@@ -222,36 +234,44 @@ void CommunicatorImpl::begin_p2p(const char* name, CallDesc call, int peer, bool
 void CommunicatorImpl::post(int peer, std::uint32_t step, std::uint32_t piece, const void* data,
                             std::size_t bytes, std::uint64_t count_for_peer) {
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
-  wait(peer, WaitKind::credit, step, [&] { return t.can_send(peer); });
+  const int wp = world_rank(peer);
+  wait(peer, WaitKind::credit, step, [&] { return t.can_send(wp); });
   transport::MsgHeader h;
-  h.seq = op_.seq;
+  h.seq = op_.seq | tag_;
   h.step = step;
   h.piece = piece;
   h.bytes = static_cast<std::uint32_t>(bytes);
   CallDesc call = op_.call;
   call.count = count_for_peer;
   h.call = call.bytes();
-  t.send(peer, h, data);
+  t.send(wp, h, data);
 }
 
 transport::RecvView CommunicatorImpl::take(int peer, std::uint32_t step, std::uint32_t piece,
                                            std::size_t bytes, std::uint64_t count_expected) {
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
-  wait(peer, WaitKind::data, step, [&] { return t.peek(peer).header != nullptr; });
-  transport::RecvView v = t.peek(peer);
+  const int wp = world_rank(peer);
+  wait(peer, WaitKind::data, step, [&] { return t.peek(wp).header != nullptr; });
+  transport::RecvView v = t.peek(wp);
   const transport::MsgHeader& h = *v.header;
   CallDesc mine = op_.call;
   mine.count = count_expected;
   const CallDesc theirs = CallDesc::from(h.call);
-  if (h.seq != op_.seq || !(theirs == mine)) {
-    fail(FailureCause::mismatch, peer, t.lane_name(peer, WaitKind::data), step, 0,
+  if ((h.seq & kTagMask) != tag_) {
+    fail(FailureCause::mismatch, peer, t.lane_name(wp, WaitKind::data), step, 0,
+         timeout_ms_.load(std::memory_order_relaxed),
+         "world rank " + std::to_string(wp) + " sent " + describe(theirs) +
+             " of another communicator; ranks sharing communicators must call them in one order");
+  }
+  if (h.seq != (op_.seq | tag_) || !(theirs == mine)) {
+    fail(FailureCause::mismatch, peer, t.lane_name(wp, WaitKind::data), step, 0,
          timeout_ms_.load(std::memory_order_relaxed),
          "rank " + std::to_string(peer) + " called " + describe(theirs) + " at seq " +
-             std::to_string(h.seq) + ", rank " + std::to_string(rank_) + " called " +
+             std::to_string(h.seq & ~kTagMask) + ", rank " + std::to_string(rank_) + " called " +
              describe(mine) + " at seq " + std::to_string(op_.seq));
   }
   if (h.step != step || h.piece != piece || h.bytes != bytes) {
-    fail(FailureCause::mismatch, peer, t.lane_name(peer, WaitKind::data), step, 0,
+    fail(FailureCause::mismatch, peer, t.lane_name(wp, WaitKind::data), step, 0,
          timeout_ms_.load(std::memory_order_relaxed),
          "protocol mismatch: got step " + std::to_string(h.step) + " piece " +
              std::to_string(h.piece) + " (" + std::to_string(h.bytes) + " B), expected step " +
@@ -265,7 +285,8 @@ void CommunicatorImpl::drain() {
   for (int p = 0; p < size_; ++p) {
     transport::Transport* t = by_peer_[static_cast<std::size_t>(p)];
     if (t == nullptr) continue;
-    wait(p, WaitKind::send_done, 0, [&] { return t->send_idle(p); });
+    const int wp = world_rank(p);
+    wait(p, WaitKind::send_done, 0, [&] { return t->send_idle(wp); });
   }
 }
 

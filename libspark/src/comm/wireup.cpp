@@ -32,6 +32,7 @@ void CommunicatorImpl::wire_up() {
     const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
     options_.spin_us = cpus > local_size_ ? 50 : 5;
   }
+  nodes_.assign(1, node_id_);
   if (size_ == 1) return;
 
   const std::chrono::milliseconds join(options_.join_timeout_ms);
@@ -55,6 +56,7 @@ void CommunicatorImpl::wire_up() {
   base.timeout_ms = [this] { return timeout_ms_.load(std::memory_order_relaxed); };
   for (int r = 0; r < size_; ++r)
     base.nodes.push_back(bootstrap::to_string(boot_->get(r, "spark.node")));
+  nodes_ = base.nodes;
   const auto token =
       transport::tcp_hello::from_hex(bootstrap::to_string(boot_->get(0, "spark.token")));
   if (!token) throw BootstrapError("wire-up: rank 0's spark.token is malformed");

@@ -59,11 +59,12 @@ TEST_P(Split, ColorsKeysNegativeColorNestedAndDup) {
         for (std::size_t i = 0; i < expect.size(); ++i)
           if ((i == 0) == (sub->rank() == 0)) want.push_back(expect[i]);
         const auto m = members_of(*nested, rank);
-        RANK_CHECK(m == want, "nested members %s, expected %s", join(m).c_str(), join(want).c_str());
+        RANK_CHECK(m == want, "nested members %s, expected %s", join(m).c_str(),
+                   join(want).c_str());
         std::int64_t x = rank;
         nested->allreduce(&x, &x, 1, DType::i64, ReduceOp::sum);
-        RANK_CHECK(x == std::accumulate(want.begin(), want.end(), std::int64_t{0}), "nested sum %lld",
-                   static_cast<long long>(x));
+        RANK_CHECK(x == std::accumulate(want.begin(), want.end(), std::int64_t{0}),
+                   "nested sum %lld", static_cast<long long>(x));
         RANK_CHECK(nested->name().rfind("comm 1.1 (color ", 0) == 0, "nested name '%s'",
                    nested->name().c_str());
       }
@@ -114,7 +115,8 @@ TEST_P(Split, CollectivesInterleavedWithTheParent) {
     const int g = static_cast<int>(group.size());
     for (std::size_t count : {std::size_t{5}, std::size_t{100000}}) {
       for (int it = 0; it < 4; ++it) {
-        std::vector<float> w(count, static_cast<float>(rank + it)), s(count, static_cast<float>(10 * rank + it));
+        std::vector<float> w(count, static_cast<float>(rank + it)),
+            s(count, static_cast<float>(10 * rank + it));
         comm.allreduce(w.data(), w.data(), count, DType::f32, ReduceOp::sum);
         sub->allreduce(s.data(), s.data(), count, DType::f32, ReduceOp::sum);
         float ws = 0, ss = 0;
@@ -152,9 +154,11 @@ TEST_P(Split, CollectivesInterleavedWithTheParent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Split,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::ValuesIn(test_transports())),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::ValuesIn(test_transports())),
                          [](const auto& info) {
-                           return std::get<1>(info.param) + "_" + std::to_string(std::get<0>(info.param)) + "ranks";
+                           return std::get<1>(info.param) + "_" +
+                                  std::to_string(std::get<0>(info.param)) + "ranks";
                          });
 
 class SplitFault : public ::testing::TestWithParam<std::string> {};
@@ -175,8 +179,11 @@ TEST_P(SplitFault, MismatchInsideNamesTheCommunicator) {
       sub->allreduce(x.data(), x.data(), rank == 1 ? 10 : 11, DType::f32, ReduceOp::sum);
       RANK_CHECK(false, "mismatched counts were not detected");
     } catch (const CommFailure& e) {
+      if (rank == 1) std::printf("record: %s\n", e.what());
       RANK_CHECK(e.record().cause == FailureCause::mismatch, "cause");
       const std::string detail = e.record().detail;
+      RANK_CHECK(detail.find("rank " + std::to_string(3 - rank) + " called") != std::string::npos,
+                 "world ranks in '%s'", detail.c_str());
       RANK_CHECK(detail.rfind("comm 1 (color 1, size 2): ", 0) == 0, "detail '%s'", detail.c_str());
       RANK_CHECK(e.record().rank == rank && e.record().peer == 3 - rank, "rank %d peer %d",
                  e.record().rank, e.record().peer);
@@ -271,16 +278,20 @@ TEST(SplitCost, OneSplitIsNoWireUp) {
       for (int i = 0; i < kSplits; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         auto sub = comm.split(rank % 2, rank);
-        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        us.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count());
       }
       std::sort(us.begin(), us.end());
       if (rank == 0)
-        std::printf("split cost, 4 ranks %s: median %.1f us, min %.1f us, max %.1f us (%d splits)\n",
-                    transport.c_str(), us[us.size() / 2], us.front(), us.back(), kSplits);
+        std::printf(
+            "split cost, 4 ranks %s: median %.1f us, min %.1f us, max %.1f us (%d splits)\n",
+            transport.c_str(), us[us.size() / 2], us.front(), us.back(), kSplits);
       RANK_CHECK(us[us.size() / 2] < 200000.0, "median split %.0f us", us[us.size() / 2]);
       return errors == 0 ? 0 : 1;
     });
-    for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << transport << " rank " << r;
+    for (std::size_t r = 0; r < codes.size(); ++r)
+      EXPECT_EQ(codes[r], 0) << transport << " rank " << r;
   }
 }
 

@@ -128,9 +128,7 @@ class CommunicatorImpl {
   /// Waits for the next message from `peer` and checks that it belongs to this op/step/piece.
   transport::RecvView take(int peer, std::uint32_t step, std::uint32_t piece, std::size_t bytes,
                            std::uint64_t count_expected);
-  void give_back(int peer) {
-    by_peer_[static_cast<std::size_t>(peer)]->release(world_rank(peer));
-  }
+  void give_back(int peer) { by_peer_[static_cast<std::size_t>(peer)]->release(world_rank(peer)); }
   /// Waits until every send of this op has left the process.
   void drain();
 
@@ -163,8 +161,8 @@ class CommunicatorImpl {
 
   void wire_up();  // comm/wireup.cpp
   /// A sub-communicator of `parent` over `members` (world ranks, in rank order); comm/split.cpp.
-  CommunicatorImpl(CommunicatorImpl& parent, std::vector<int> members, int rank,
-                   std::string path, std::string label, std::string name);
+  CommunicatorImpl(CommunicatorImpl& parent, std::vector<int> members, int rank, std::string path,
+                   std::string label, std::string name);
   std::unique_ptr<CommunicatorImpl> make_sub(int color, int key, bool dup);
   /// Takes the group-wide first failure (the world's): records, traces and reports it once;
   /// returns the record that won.
@@ -182,7 +180,7 @@ class CommunicatorImpl {
   std::string path_;   ///< "" for the world, "1/0", "1/0.2/1": split indices and colors (the tag)
   std::string label_;  ///< "" for the world, "1", "1.2": split indices (the name)
   std::string name_ = "world";
-  std::uint32_t splits_ = 0;       ///< splits and dups made from this communicator
+  std::uint32_t splits_ = 0;        ///< splits and dups made from this communicator
   std::vector<std::string> nodes_;  ///< node id per rank of this communicator
 
   std::unique_ptr<bootstrap::Bootstrap> boot_;

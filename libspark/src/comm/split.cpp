@@ -90,8 +90,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::make_sub(int color, int key,
   std::string path = (path_.empty() ? "" : path_ + ".") + std::to_string(index) + "/" +
                      (dup ? "dup" : std::to_string(color));
   const std::string what = dup ? "dup" : "color " + std::to_string(color);
-  std::string name =
-      "comm " + label + " (" + what + ", size " + std::to_string(order.size()) + ")";
+  std::string name = "comm " + label + " (" + what + ", size " + std::to_string(order.size()) + ")";
   return std::unique_ptr<CommunicatorImpl>(new CommunicatorImpl(
       *this, std::move(members), rank, std::move(path), std::move(label), std::move(name)));
 }

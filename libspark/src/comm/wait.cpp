@@ -266,9 +266,9 @@ transport::RecvView CommunicatorImpl::take(int peer, std::uint32_t step, std::ui
   if (h.seq != (op_.seq | tag_) || !(theirs == mine)) {
     fail(FailureCause::mismatch, peer, t.lane_name(wp, WaitKind::data), step, 0,
          timeout_ms_.load(std::memory_order_relaxed),
-         "rank " + std::to_string(peer) + " called " + describe(theirs) + " at seq " +
-             std::to_string(h.seq & ~kTagMask) + ", rank " + std::to_string(rank_) + " called " +
-             describe(mine) + " at seq " + std::to_string(op_.seq));
+         "rank " + std::to_string(wp) + " called " + describe(theirs) + " at seq " +
+             std::to_string(h.seq & ~kTagMask) + ", rank " + std::to_string(world_->rank_) +
+             " called " + describe(mine) + " at seq " + std::to_string(op_.seq));
   }
   if (h.step != step || h.piece != piece || h.bytes != bytes) {
     fail(FailureCause::mismatch, peer, t.lane_name(wp, WaitKind::data), step, 0,

@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
         throw spark::InvalidUsage("--work '" + work + "': need 0 <= JITTER <= US");
     }
     spark::Communicator comm = spark::init();
-    auto& impl = comm.impl();
+    auto& impl = spark::internal::impl(comm);
     impl.set_allreduce_algo(algo == "oneshot"    ? spark::AllreduceAlgo::one_shot
                             : algo == "twophase" ? spark::AllreduceAlgo::two_phase
                                                  : spark::AllreduceAlgo::automatic);

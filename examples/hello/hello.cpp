@@ -6,7 +6,6 @@
 #include <exception>
 #include <vector>
 
-#include "comm/communicator_impl.hpp"
 #include "spark/spark.hpp"
 
 int main() {
@@ -14,7 +13,7 @@ int main() {
     spark::Communicator comm = spark::init();
     const int rank = comm.rank(), size = comm.size();
     std::printf("hello from rank %d of %d on %s (transport %s)\n", rank, size,
-                comm.impl().node_id().c_str(), comm.impl().transport_summary().c_str());
+                comm.node_id().c_str(), comm.transports().c_str());
     std::fflush(stdout);
 
     std::vector<float> v(1024, static_cast<float>(rank));

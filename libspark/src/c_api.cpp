@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -27,48 +28,15 @@ namespace {
 
 thread_local std::string t_last_error;
 
-// The C record mirrors the C++ one field for field, with the same layout.
-static_assert(sizeof(spark_failure_record) == sizeof(spark::FailureRecord));
-static_assert(offsetof(spark_failure_record, seq) == offsetof(spark::FailureRecord, seq));
-static_assert(offsetof(spark_failure_record, cause) == offsetof(spark::FailureRecord, cause));
-static_assert(offsetof(spark_failure_record, time_unix_ns) ==
-              offsetof(spark::FailureRecord, time_unix_ns));
-static_assert(offsetof(spark_failure_record, lane) == offsetof(spark::FailureRecord, lane));
-static_assert(offsetof(spark_failure_record, op) == offsetof(spark::FailureRecord, op));
-static_assert(offsetof(spark_failure_record, detail) == offsetof(spark::FailureRecord, detail));
 static_assert(static_cast<int>(spark::DType::u8) == SPARK_U8);
 static_assert(static_cast<int>(spark::ReduceOp::avg) == SPARK_AVG);
-static_assert(static_cast<int>(spark::FailureCause::mismatch) == SPARK_CAUSE_MISMATCH);
 
-// Field-by-field copies (the layouts agree, see above, but the C++ record has initializers).
+// One layout (spark/failure_record.h, every offset asserted in failure.hpp).
 void to_c(const spark::FailureRecord& r, spark_failure_record& c) {
-  c.rank = r.rank;
-  c.peer = r.peer;
-  c.seq = r.seq;
-  c.step = r.step;
-  c.waited_ms = r.waited_ms;
-  c.timeout_ms = r.timeout_ms;
-  c.cause = static_cast<std::uint8_t>(r.cause);
-  c.time_unix_ns = r.time_unix_ns;
-  std::memcpy(c.lane, r.lane, sizeof c.lane);
-  std::memcpy(c.op, r.op, sizeof c.op);
-  std::memcpy(c.detail, r.detail, sizeof c.detail);
+  c = std::bit_cast<spark_failure_record>(r);
 }
-
 spark::FailureRecord from_c(const spark_failure_record& c) {
-  spark::FailureRecord r;
-  r.rank = c.rank;
-  r.peer = c.peer;
-  r.seq = c.seq;
-  r.step = c.step;
-  r.waited_ms = c.waited_ms;
-  r.timeout_ms = c.timeout_ms;
-  r.cause = static_cast<spark::FailureCause>(c.cause);
-  r.time_unix_ns = c.time_unix_ns;
-  std::memcpy(r.lane, c.lane, sizeof r.lane);
-  std::memcpy(r.op, c.op, sizeof r.op);
-  std::memcpy(r.detail, c.detail, sizeof r.detail);
-  return r;
+  return std::bit_cast<spark::FailureRecord>(c);
 }
 
 int fail(int code, std::string message) {

@@ -105,9 +105,9 @@ void check(spark::Communicator& comm) {
     same_everywhere(comm, out.data(), bytes, "allreduce" + sz);
     move_data(comm, count, sz);
     // The same with the ring forced at every size (a fully connected map has no ring).
-    comm.impl().set_ring_min_bytes(0, 0);
+    spark::internal::impl(comm).set_ring_min_bytes(0, 0);
     move_data(comm, count, sz + " (ring)");
-    comm.impl().set_ring_min_bytes(64 * 1024, 4 << 20);
+    spark::internal::impl(comm).set_ring_min_bytes(64 * 1024, 4 << 20);
     // alltoall: block p of rank r is value(r * size + p, i)
     const std::size_t per = std::max<std::size_t>(1, count / un);
     std::vector<float> s(per * un), d(per * un);
@@ -144,11 +144,11 @@ void check(spark::Communicator& comm) {
   double ag = best([&] { comm.allgather(in.data(), all.data(), in.size() / un, DType::f32); });
   double bc = best([&] { comm.broadcast(in.data(), in.size(), DType::f32, 0); });
   // The same through the relay instead of the ring (on a fully connected map: no difference).
-  comm.impl().set_ring_min_bytes(SIZE_MAX, SIZE_MAX);
+  spark::internal::impl(comm).set_ring_min_bytes(SIZE_MAX, SIZE_MAX);
   double ag_relay =
       best([&] { comm.allgather(in.data(), all.data(), in.size() / un, DType::f32); });
   double bc_relay = best([&] { comm.broadcast(in.data(), in.size(), DType::f32, 0); });
-  comm.impl().set_ring_min_bytes(64 * 1024, 4 << 20);
+  spark::internal::impl(comm).set_ring_min_bytes(64 * 1024, 4 << 20);
   comm.barrier();
   if (rank == 0)
     std::printf("fabric_job: without the ring (relay): allgather %.2f ms, broadcast %.2f ms\n",
@@ -159,7 +159,7 @@ void check(spark::Communicator& comm) {
         "broadcast %.2f ms\n",
         in.size() * sizeof(float), ar, ag, bc);
   std::printf("fabric_job: rank %d %s (transport %s)\n", rank, failures == 0 ? "ok" : "FAILED",
-              comm.impl().transport_summary().c_str());
+              comm.transports().c_str());
 }
 
 // The far end of pingpong and flood (rank 0 is the other).

@@ -17,21 +17,6 @@
 
 namespace sk = spark::kernels;
 
-// FailureRecordData must be bit-compatible with spark::FailureRecord (libspark copies it).
-#define SPARK_SAME_OFFSET(f) \
-  static_assert(offsetof(sk::FailureRecordData, f) == offsetof(spark::FailureRecord, f), #f)
-SPARK_SAME_OFFSET(rank);
-SPARK_SAME_OFFSET(peer);
-SPARK_SAME_OFFSET(seq);
-SPARK_SAME_OFFSET(step);
-SPARK_SAME_OFFSET(waited_ms);
-SPARK_SAME_OFFSET(timeout_ms);
-SPARK_SAME_OFFSET(cause);
-SPARK_SAME_OFFSET(time_unix_ns);
-SPARK_SAME_OFFSET(lane);
-SPARK_SAME_OFFSET(op);
-SPARK_SAME_OFFSET(detail);
-static_assert(sizeof(sk::FailureRecordData) == sizeof(spark::FailureRecord));
 static_assert(static_cast<int>(spark::FailureCause::timeout) == sk::kCauseTimeout);
 static_assert(static_cast<int>(spark::FailureCause::mismatch) == sk::kCauseMismatch);
 

@@ -24,16 +24,17 @@ std::string refusal_of(const std::map<std::string, std::string>& values) {
 TEST(Config, DefaultsMatchTheContract) {
   const Config cfg = Config::from_map({});
   EXPECT_EQ(cfg.timeout_ms(), 10000u);
-  EXPECT_EQ(cfg.barrier_timeout_ms(), 600000u);
+  EXPECT_EQ(spark::CommOptions::from_config(cfg).barrier_timeout_ms, 600000u);
   EXPECT_EQ(cfg.join_timeout_ms(), 60000u);
   EXPECT_EQ(cfg.transport(), "auto");
   EXPECT_EQ(cfg.bootstrap(), spark::config::BootstrapKind::auto_select);
   EXPECT_EQ(cfg.log_level(), spark::config::LogLevel::warn);
-  EXPECT_FALSE(cfg.rank().has_value());
-  EXPECT_FALSE(cfg.ib_gid_index().has_value());
+  EXPECT_FALSE(cfg.integer("SPARK_RANK").has_value());
+  EXPECT_FALSE(spark::CommOptions::from_config(cfg).ib_gid_index.has_value());
   EXPECT_FALSE(cfg.pmix_present());
-  EXPECT_TRUE(cfg.abort_on_failure());
-  EXPECT_FALSE(Config::from_map({{"SPARK_ON_FAILURE", "raise"}}).abort_on_failure());
+  EXPECT_TRUE(spark::CommOptions::from_config(cfg).report_failures);
+  EXPECT_FALSE(spark::CommOptions::from_config(Config::from_map({{"SPARK_ON_FAILURE", "raise"}}))
+                   .report_failures);
   EXPECT_EQ(cfg.source("SPARKNET_ROCE_TIMEOUT_MS"), spark::config::Source::default_value);
   // The default constructor is the same snapshot.
   EXPECT_EQ(Config().timeout_ms(), 10000u);
@@ -52,16 +53,17 @@ TEST(Config, ReadsValidValues) {
                                        {"SPARK_TCP_ADDR", "10.0.0.1"},
                                        {"PMIX_NAMESPACE", "job.1"}});
   EXPECT_EQ(cfg.timeout_ms(), 300u);
-  EXPECT_EQ(cfg.barrier_timeout_ms(), 86400000u);
+  const auto opt = spark::CommOptions::from_config(cfg);
+  EXPECT_EQ(opt.barrier_timeout_ms, 86400000u);
   EXPECT_EQ(cfg.transport(), "shm");
-  EXPECT_EQ(cfg.tcp_lanes(), 4);
-  EXPECT_EQ(cfg.rank(), 2);
-  EXPECT_EQ(cfg.size(), 3);
-  EXPECT_EQ(cfg.rendezvous(), "node1:29500");
-  EXPECT_EQ(cfg.ib_gid_index(), 0);
+  EXPECT_EQ(opt.tcp_lanes, 4);
+  EXPECT_EQ(cfg.integer("SPARK_RANK"), 2);
+  EXPECT_EQ(cfg.integer("SPARK_SIZE"), 3);
+  EXPECT_EQ(cfg.value("SPARK_RENDEZVOUS"), "node1:29500");
+  EXPECT_EQ(opt.ib_gid_index, 0);
   EXPECT_EQ(cfg.log_level(), spark::config::LogLevel::info);
   EXPECT_EQ(cfg.log_subsystems(), (std::vector<std::string>{"bootstrap", "tcp"}));
-  EXPECT_EQ(cfg.tcp_addr(), "10.0.0.1");
+  EXPECT_EQ(opt.tcp_addr, "10.0.0.1");
   EXPECT_TRUE(cfg.pmix_present());
   EXPECT_EQ(cfg.source("SPARKNET_ROCE_TIMEOUT_MS"), spark::config::Source::map);
 }
@@ -115,6 +117,33 @@ TEST(Config, RemovedVariablesAreRefusedEvenWhenEmpty) {
   EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_KERNELS", ""}}),
             "SPARKNET_ROCE_KERNELS is set (\"\") but this option was removed and has no "
             "replacement: unset SPARKNET_ROCE_KERNELS");
+}
+
+// Each communicator knob's row fills its CommOptions member (per rank: no environment read).
+TEST(Config, KnobRowsFillCommOptions) {
+  const auto o =
+      spark::CommOptions::from_config(Config::from_map({{"SPARK_LANES", "rxe0,rxe1"},
+                                                        {"SPARK_IB_HCA", "rxe1"},
+                                                        {"SPARK_IB_GID_INDEX", "3"},
+                                                        {"SPARK_SPIN_US", "7"},
+                                                        {"SPARK_DATA_NET", "10.1.0.0/16"},
+                                                        {"SPARK_TRANSPORT", "roce"}}));
+  EXPECT_EQ(o.rdma_lanes, "rxe0,rxe1");
+  EXPECT_EQ(o.ib_hca, "rxe1");
+  EXPECT_EQ(o.ib_gid_index, 3);
+  EXPECT_EQ(o.spin_us, 7u);
+  EXPECT_FALSE(o.spin_auto);
+  EXPECT_EQ(o.data_net, "10.1.0.0/16");
+  EXPECT_EQ(o.transport, "roce");
+  EXPECT_TRUE(spark::CommOptions::from_config(Config::from_map({})).spin_auto);
+}
+
+// The tool paths sparkrun reads are table rows, so --print-config does not call them typos.
+TEST(Config, ToolPathsAreKnobs) {
+  const auto cfg =
+      Config::from_map({{"SPARK_DOCTOR_PROBE", "/opt/p"}, {"SPARK_FABRIC_DISCOVER", "/opt/d"}});
+  EXPECT_TRUE(cfg.unknown_variables().empty());
+  EXPECT_EQ(cfg.value("SPARK_DOCTOR_PROBE"), "/opt/p");
 }
 
 TEST(Config, OtherKnobRefusals) {
@@ -248,7 +277,7 @@ TEST(Config, FromEnvironmentReadsTheProcessEnvironment) {
   // The one test that touches the real environment; it restores what it changes.
   ::setenv("SPARK_TCP_LANES", "3", 1);
   const Config cfg = Config::from_environment();
-  EXPECT_EQ(cfg.tcp_lanes(), 3);
+  EXPECT_EQ(spark::CommOptions::from_config(cfg).tcp_lanes, 3);
   EXPECT_EQ(cfg.source("SPARK_TCP_LANES"), spark::config::Source::environment);
   ::setenv("SPARKNET_ROCE_SPIN_LIMIT", "", 1);
   EXPECT_THROW((void)Config::from_environment(), ConfigError);

@@ -14,6 +14,11 @@
 namespace spark {
 
 class CommunicatorImpl;
+class Communicator;
+namespace internal {
+/// libspark's own way in (its CUDA layer, its tests); not part of the API.
+CommunicatorImpl& impl(Communicator& comm) noexcept;
+}  // namespace internal
 
 /// Returned by spark::init(). Movable, not copyable. Every collective is blocking, is called by
 /// every rank in the same order, and either completes with correct data on every rank or
@@ -43,6 +48,10 @@ class Communicator {
   const std::string& name() const noexcept;
   int local_rank() const noexcept;
   int local_size() const noexcept;
+  /// This rank's node (SPARK_HOST from the launcher, else the host name).
+  std::string node_id() const;
+  /// What this rank uses to reach its peers: "shm", "tcp", "tcp+shm", "roce", or "self".
+  std::string transports() const;
 
   /// recv may equal send (in place). count elements on every rank.
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
@@ -78,9 +87,8 @@ class Communicator {
   template <class T>
   void allreduce(std::span<T> inout, ReduceOp op = ReduceOp::sum);
 
-  CommunicatorImpl& impl() noexcept { return *impl_; }
-
  private:
+  friend CommunicatorImpl& internal::impl(Communicator&) noexcept;
   std::unique_ptr<CommunicatorImpl> impl_;
 };
 

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spark/failure_record.h" /* spark_failure_record, spark_failure_cause */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,7 +30,7 @@ typedef enum spark_result {
   SPARK_ERR_INTERNAL = 5     /* anything else (out of memory, system errors) */
 } spark_result;
 
-/* Same values as spark::DType / spark::ReduceOp / spark::FailureCause. */
+/* Same values as spark::DType / spark::ReduceOp. */
 typedef enum spark_dtype {
   SPARK_F32 = 0,
   SPARK_F64 = 1,
@@ -46,30 +48,6 @@ typedef enum spark_reduce_op {
   SPARK_MAX = 3,
   SPARK_AVG = 4
 } spark_reduce_op;
-
-typedef enum spark_failure_cause {
-  SPARK_CAUSE_TIMEOUT = 0,      /* no data from the peer within SPARKNET_ROCE_TIMEOUT_MS */
-  SPARK_CAUSE_PEER_CLOSED = 1,  /* the peer's connection closed or its process is gone */
-  SPARK_CAUSE_PEER_ERROR = 2,   /* a transport error */
-  SPARK_CAUSE_REMOTE_ABORT = 3, /* another rank failed and the group is being aborted */
-  SPARK_CAUSE_MISMATCH = 4      /* ranks called different collectives at one sequence number */
-} spark_failure_cause;
-
-/* The fail-stop record; same fields and layout as spark::FailureRecord. Strings are
- * NUL-terminated. */
-typedef struct spark_failure_record {
-  int32_t rank;  /* the rank that detected the failure */
-  int32_t peer;  /* the rank it was waiting on */
-  uint64_t seq;  /* sequence number of the operation */
-  uint32_t step; /* step inside the operation */
-  uint32_t waited_ms;
-  uint32_t timeout_ms;
-  uint8_t cause; /* spark_failure_cause */
-  int64_t time_unix_ns;
-  char lane[32]; /* e.g. "tcp:1", "shm" */
-  char op[24];   /* e.g. "allreduce" */
-  char detail[128];
-} spark_failure_record;
 
 /* Finds the other ranks (PMIx, env rendezvous or singleton), connects, and returns after a
  * CPU-side barrier. On error *comm is NULL. */

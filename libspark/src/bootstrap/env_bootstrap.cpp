@@ -38,7 +38,7 @@ class EnvBootstrap final : public Bootstrap {
   EnvBootstrap(const EnvParams& params, const config::Config& config)
       : params_(params),
         node_id_(local_node_id(config)),
-        job_id_(config.job_id().value_or("")),
+        job_id_(config.value("SPARK_JOB_ID").value_or("")),
         join_timeout_(config.join_timeout_ms()) {
     if (params_.size > 1) connect();
     // Exchange node ids: local rank and size follow from them.
@@ -212,29 +212,30 @@ class EnvBootstrap final : public Bootstrap {
 
 std::optional<EnvParams> env_params(const config::Config& config) {
   EnvParams p;
-  if (config.rank() && config.size()) {  // Config guarantees both or neither
-    p.rank = *config.rank();
-    p.size = *config.size();
-  } else if (config.torch_rank() || config.torch_world_size()) {
-    if (!config.torch_rank() || !config.torch_world_size()) {
+  if (config.integer("SPARK_RANK") &&
+      config.integer("SPARK_SIZE")) {  // Config guarantees both or neither
+    p.rank = *config.integer("SPARK_RANK");
+    p.size = *config.integer("SPARK_SIZE");
+  } else if (config.integer("RANK") || config.integer("WORLD_SIZE")) {
+    if (!config.integer("RANK") || !config.integer("WORLD_SIZE")) {
       throw ConfigError(fmt::format(
           "{} is set but {} is not: torchrun-style launches need both RANK and WORLD_SIZE "
           "(or use SPARK_RANK and SPARK_SIZE)",
-          config.torch_rank() ? "RANK" : "WORLD_SIZE",
-          config.torch_rank() ? "WORLD_SIZE" : "RANK"));
+          config.integer("RANK") ? "RANK" : "WORLD_SIZE",
+          config.integer("RANK") ? "WORLD_SIZE" : "RANK"));
     }
-    p.rank = *config.torch_rank();
-    p.size = *config.torch_world_size();
+    p.rank = *config.integer("RANK");
+    p.size = *config.integer("WORLD_SIZE");
   } else {
     return std::nullopt;
   }
   if (p.size == 1) return p;
-  if (auto hp = config.rendezvous()) {
+  if (auto hp = config.value("SPARK_RENDEZVOUS")) {
     std::tie(p.host, p.port) = split_host_port(*hp);
     p.origin = "SPARK_RENDEZVOUS";
-  } else if (config.master_addr() && config.master_port()) {
-    p.host = *config.master_addr();
-    p.port = static_cast<std::uint16_t>(*config.master_port());
+  } else if (config.value("MASTER_ADDR") && config.integer("MASTER_PORT")) {
+    p.host = *config.value("MASTER_ADDR");
+    p.port = static_cast<std::uint16_t>(*config.integer("MASTER_PORT"));
     p.origin = "MASTER_ADDR/MASTER_PORT";
   } else {
     throw ConfigError(fmt::format(

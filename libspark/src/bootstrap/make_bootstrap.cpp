@@ -28,7 +28,7 @@ std::unique_ptr<Bootstrap> make_bootstrap(const config::Config& config) {
     if (pmix_available()) return make_pmix_bootstrap(config);
     // Started by a PMIx server but built without PMIx: the env rendezvous can still work
     // when its variables are complete; otherwise say why nothing fits.
-    if (!config.rendezvous() && !config.master_addr()) {
+    if (!config.value("SPARK_RENDEZVOUS") && !config.value("MASTER_ADDR")) {
       throw BootstrapError(
           "this process was started by a PMIx server (PMIX_RANK/PMIX_NAMESPACE are set) but "
           "libspark was built without PMIx: rebuild with libpmix-dev installed "

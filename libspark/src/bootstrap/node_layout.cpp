@@ -25,7 +25,7 @@ NodeLayout derive_layout(const std::vector<std::string>& node_ids, int rank) {
 }
 
 std::string local_node_id(const config::Config& config) {
-  if (auto host = config.host()) return *host;
+  if (auto host = config.value("SPARK_HOST")) return *host;
   char name[HOST_NAME_MAX + 1] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "localhost";
   return name;

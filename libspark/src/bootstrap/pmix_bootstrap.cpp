@@ -63,7 +63,8 @@ std::optional<long long> as_integer(const pmix_value_t& v) {
 
 class PmixBootstrap final : public Bootstrap {
  public:
-  explicit PmixBootstrap(const config::Config& config) : print_abort_(!config.job_id()) {
+  explicit PmixBootstrap(const config::Config& config)
+      : print_abort_(!config.value("SPARK_JOB_ID")) {
     const pmix_status_t rc = PMIx_Init(&self_, nullptr, 0);
     if (rc != PMIX_SUCCESS) {
       throw BootstrapError(fmt::format(
@@ -79,13 +80,13 @@ class PmixBootstrap final : public Bootstrap {
       size_ = static_cast<int>(required(job, PMIX_JOB_SIZE));
       local_rank_ = static_cast<int>(optional(self_, PMIX_LOCAL_RANK).value_or(0));
       local_size_ = static_cast<int>(optional(job, PMIX_LOCAL_SIZE).value_or(1));
-      if (auto n = config.node_rank()) {
+      if (auto n = config.integer("SPARK_NODE_RANK")) {
         node_rank_ = *n;  // sparkrun numbers nodes in host-list order
       } else {
         node_rank_ = static_cast<int>(optional(self_, PMIX_NODEID).value_or(0));
       }
       node_id_ = hostname().value_or(local_node_id(config));
-      if (auto host = config.host()) node_id_ = *host;
+      if (auto host = config.value("SPARK_HOST")) node_id_ = *host;
     } catch (...) {
       PMIx_Finalize(nullptr, 0);
       throw;

@@ -30,6 +30,16 @@ void traced(CommunicatorImpl& impl, const char* name, std::uint64_t bytes, F&& f
 }
 }  // namespace
 
+CommunicatorImpl& internal::impl(Communicator& comm) noexcept {
+  return *comm.impl_;
+}
+
+std::string Communicator::node_id() const {
+  return impl_->node_id();
+}
+std::string Communicator::transports() const {
+  return impl_->transport_summary();
+}
 int Communicator::rank() const noexcept {
   return impl_->rank();
 }

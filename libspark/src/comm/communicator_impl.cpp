@@ -1,36 +1,10 @@
 #include "comm/communicator_impl.hpp"
 
-#include <algorithm>
 #include <set>
-#include "config/config.hpp"
 
 #include "spark/error.hpp"
 
 namespace spark {
-
-CommOptions CommOptions::from_config(const config::Config& config) {
-  CommOptions o;
-  o.timeout_ms = config.timeout_ms();
-  o.barrier_timeout_ms = config.barrier_timeout_ms();
-  o.join_timeout_ms = config.join_timeout_ms();
-  o.spin_auto = !config.spin_us().has_value();
-  o.spin_us = config.spin_us().value_or(o.spin_us);
-  o.transport = config.transport();
-  o.tcp_lanes = config.tcp_lanes();
-  o.tcp_addr = config.tcp_addr();
-  o.data_net = config.value("SPARK_DATA_NET").value_or("");
-  o.ib_hca = config.ib_hca();
-  o.ib_gid_index = config.ib_gid_index();
-  o.rdma_lanes = config.lanes();
-  o.job_id = config.job_id().value_or("");
-  o.trace_path = config.trace_path();
-  o.report_failures = config.abort_on_failure();  // SPARK_ON_FAILURE=abort|raise
-  const auto& subsystems = config.log_subsystems();
-  o.log_tcp = config.log_level() >= config::LogLevel::info &&
-              (subsystems.empty() ||
-               std::find(subsystems.begin(), subsystems.end(), "tcp") != subsystems.end());
-  return o;
-}
 
 CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, CommOptions options)
     : boot_(std::move(boot)), options_(std::move(options)), timeout_ms_(options_.timeout_ms) {

@@ -46,14 +46,14 @@ void CommunicatorImpl::wire_up() {
         bootstrap::as_bytes(transport::tcp_hello::to_hex(transport::tcp_hello::random_token())));
   boot_->commit();
   boot_->fence(join);
-  transport::Setup base;
-  base.rank = rank_;
-  base.size = size_;
-  base.options = &options_;
-  base.boot = boot_.get();
-  base.join = join;
-  base.on_failure = [this](const FailureRecord& r) { fail_external(r); };
-  base.timeout_ms = [this] { return timeout_ms_.load(std::memory_order_relaxed); };
+  transport::Setup base{
+      .rank = rank_,
+      .size = size_,
+      .options = &options_,
+      .boot = boot_.get(),
+      .join = join,
+      .on_failure = [this](const FailureRecord& r) { fail_external(r); },
+      .timeout_ms = [this] { return timeout_ms_.load(std::memory_order_relaxed); }};
   for (int r = 0; r < size_; ++r)
     base.nodes.push_back(bootstrap::to_string(boot_->get(r, "spark.node")));
   nodes_ = base.nodes;

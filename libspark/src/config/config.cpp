@@ -173,14 +173,8 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
   // Typed values of the hot knobs, and value-specific checks.
   cfg.timeout_ms_ = static_cast<std::uint32_t>(parse_integer(
       *find_knob("SPARKNET_ROCE_TIMEOUT_MS"), *cfg.value("SPARKNET_ROCE_TIMEOUT_MS")));
-  cfg.barrier_timeout_ms_ = static_cast<std::uint32_t>(parse_integer(
-      *find_knob("SPARK_BARRIER_TIMEOUT_MS"), *cfg.value("SPARK_BARRIER_TIMEOUT_MS")));
   cfg.join_timeout_ms_ = static_cast<std::uint32_t>(
       parse_integer(*find_knob("SPARK_JOIN_TIMEOUT_MS"), *cfg.value("SPARK_JOIN_TIMEOUT_MS")));
-  cfg.tcp_lanes_ =
-      static_cast<int>(parse_integer(*find_knob("SPARK_TCP_LANES"), *cfg.value("SPARK_TCP_LANES")));
-  if (const auto spin = cfg.value("SPARK_SPIN_US"))
-    cfg.spin_us_ = static_cast<std::uint32_t>(parse_integer(*find_knob("SPARK_SPIN_US"), *spin));
   {
     const auto b = *cfg.value("SPARK_BOOTSTRAP");
     cfg.bootstrap_ = b == "pmix"        ? BootstrapKind::pmix
@@ -188,7 +182,6 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
                      : b == "singleton" ? BootstrapKind::singleton
                                         : BootstrapKind::auto_select;
   }
-  cfg.abort_on_failure_ = *cfg.value("SPARK_ON_FAILURE") == "abort";
   {
     auto [level, subsystems] = parse_log(*find_knob("SPARK_LOG"), *cfg.value("SPARK_LOG"));
     cfg.log_level_ = level;
@@ -198,8 +191,8 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
 
   // Relations between knobs.
   auto check_pair = [&](std::string_view rank_name, std::string_view size_name, bool need_both) {
-    const auto r = cfg.int_value(rank_name);
-    const auto s = cfg.int_value(size_name);
+    const auto r = cfg.integer(rank_name);
+    const auto s = cfg.integer(size_name);
     if (need_both && r.has_value() != s.has_value()) {
       const auto set = r ? rank_name : size_name;
       const auto unset = r ? size_name : rank_name;
@@ -216,7 +209,7 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
   check_pair("SPARK_LOCAL_RANK", "SPARK_LOCAL_SIZE", false);
   check_pair("RANK", "WORLD_SIZE", false);
   check_pair("LOCAL_RANK", "LOCAL_WORLD_SIZE", false);
-  if (const auto ls = cfg.int_value("SPARK_LOCAL_SIZE"), s = cfg.int_value("SPARK_SIZE");
+  if (const auto ls = cfg.integer("SPARK_LOCAL_SIZE"), s = cfg.integer("SPARK_SIZE");
       ls && s && *ls > *s) {
     throw ConfigError(
         fmt::format("SPARK_LOCAL_SIZE={} is refused: it must not exceed SPARK_SIZE={}", *ls, *s));
@@ -240,7 +233,7 @@ Source Config::source(std::string_view name) const {
   return entry(name).source;
 }
 
-std::optional<int> Config::int_value(std::string_view name) const {
+std::optional<int> Config::integer(std::string_view name) const {
   const auto& e = entry(name);
   if (!e.value) return std::nullopt;
   return static_cast<int>(parse_integer(*find_knob(name), *e.value));
@@ -249,35 +242,11 @@ std::optional<int> Config::int_value(std::string_view name) const {
 std::uint32_t Config::timeout_ms() const noexcept {
   return timeout_ms_;
 }
-std::uint32_t Config::barrier_timeout_ms() const noexcept {
-  return barrier_timeout_ms_;
-}
 std::uint32_t Config::join_timeout_ms() const noexcept {
   return join_timeout_ms_;
 }
-bool Config::abort_on_failure() const noexcept {
-  return abort_on_failure_;
-}
 std::string Config::transport() const {
   return *value("SPARK_TRANSPORT");
-}
-int Config::tcp_lanes() const noexcept {
-  return tcp_lanes_;
-}
-std::optional<std::string> Config::tcp_addr() const {
-  return value("SPARK_TCP_ADDR");
-}
-std::optional<std::uint32_t> Config::spin_us() const noexcept {
-  return spin_us_;
-}
-std::optional<std::string> Config::ib_hca() const {
-  return value("SPARK_IB_HCA");
-}
-std::optional<int> Config::ib_gid_index() const {
-  return int_value("SPARK_IB_GID_INDEX");
-}
-std::optional<std::string> Config::lanes() const {
-  return value("SPARK_LANES");
 }
 BootstrapKind Config::bootstrap() const noexcept {
   return bootstrap_;
@@ -285,62 +254,11 @@ BootstrapKind Config::bootstrap() const noexcept {
 bool Config::pmix_present() const noexcept {
   return pmix_present_;
 }
-std::optional<int> Config::rank() const {
-  return int_value("SPARK_RANK");
-}
-std::optional<int> Config::size() const {
-  return int_value("SPARK_SIZE");
-}
-std::optional<int> Config::local_rank() const {
-  return int_value("SPARK_LOCAL_RANK");
-}
-std::optional<int> Config::local_size() const {
-  return int_value("SPARK_LOCAL_SIZE");
-}
-std::optional<int> Config::node_rank() const {
-  return int_value("SPARK_NODE_RANK");
-}
-std::optional<std::string> Config::job_id() const {
-  return value("SPARK_JOB_ID");
-}
-std::optional<std::string> Config::host() const {
-  return value("SPARK_HOST");
-}
-std::optional<std::string> Config::rendezvous() const {
-  return value("SPARK_RENDEZVOUS");
-}
-std::optional<std::string> Config::cpuset() const {
-  return value("SPARK_CPUSET");
-}
-std::optional<int> Config::torch_rank() const {
-  return int_value("RANK");
-}
-std::optional<int> Config::torch_world_size() const {
-  return int_value("WORLD_SIZE");
-}
-std::optional<int> Config::torch_local_rank() const {
-  return int_value("LOCAL_RANK");
-}
-std::optional<int> Config::torch_local_world_size() const {
-  return int_value("LOCAL_WORLD_SIZE");
-}
-std::optional<std::string> Config::master_addr() const {
-  return value("MASTER_ADDR");
-}
-std::optional<int> Config::master_port() const {
-  return int_value("MASTER_PORT");
-}
 LogLevel Config::log_level() const noexcept {
   return log_level_;
 }
 const std::vector<std::string>& Config::log_subsystems() const noexcept {
   return log_subsystems_;
-}
-std::optional<std::string> Config::trace_path() const {
-  return value("SPARK_TRACE");
-}
-std::optional<std::string> Config::topology_xml() const {
-  return value("SPARK_TOPOLOGY_XML");
 }
 const std::vector<std::string>& Config::unknown_variables() const noexcept {
   return unknown_;
@@ -361,3 +279,20 @@ std::string Config::describe_sources() const {
 }
 
 }  // namespace spark::config
+
+namespace spark {
+
+CommOptions CommOptions::from_config(const config::Config& config) {
+  CommOptions o;
+  o.spin_auto = true;  // until SPARK_SPIN_US fills spin_us
+  for (const config::Knob& knob : config::knobs())
+    if (const auto value = knob.fill ? config.value(knob.name) : std::nullopt)
+      knob.fill(o, knob, *value);
+  const auto& subsystems = config.log_subsystems();  // SPARK_LOG=info or trace, all or tcp
+  o.log_tcp = config.log_level() >= config::LogLevel::info &&
+              (subsystems.empty() ||
+               std::find(subsystems.begin(), subsystems.end(), "tcp") != subsystems.end());
+  return o;
+}
+
+}  // namespace spark

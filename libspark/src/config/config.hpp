@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "config/options.hpp"
+
 namespace spark::config {
 
 /// How a knob's value is parsed and checked.
@@ -36,6 +38,11 @@ enum class KnobOrigin : std::uint8_t {
   removed,   ///< refused variables of the old RoCE library
 };
 
+struct Knob;
+/// Fills the field a row is bound to (UCX: the field's offset in its part's options) from the
+/// row's validated value; nullptr for rows that their part reads by name (Config::value).
+using FillField = void (*)(CommOptions& options, const Knob& knob, const std::string& value);
+
 struct Knob {
   std::string_view name;
   std::string_view type;  ///< human-readable type, e.g. "milliseconds", "auto|tcp|shm|roce"
@@ -46,6 +53,7 @@ struct Knob {
   std::int64_t min = 0;      ///< integer / milliseconds only
   std::int64_t max = 0;      ///< integer / milliseconds only
   std::string_view choices;  ///< choice only, '|'-separated
+  FillField fill = nullptr;  ///< the CommOptions member this knob fills (CommOptions::from_config)
 };
 
 /// Every variable libspark reads (SPARK_*, SPARKNET_*, torchrun's), in a fixed order.
@@ -73,53 +81,28 @@ class Config {
   static Config from_map(const std::map<std::string, std::string>& values);
 
   // --- fail-stop and timeouts --------------------------------------------------------------
-  std::uint32_t timeout_ms() const noexcept;          ///< SPARKNET_ROCE_TIMEOUT_MS (10000)
-  std::uint32_t barrier_timeout_ms() const noexcept;  ///< SPARK_BARRIER_TIMEOUT_MS (600000)
-  std::uint32_t join_timeout_ms() const noexcept;     ///< SPARK_JOIN_TIMEOUT_MS (60000)
-  /// SPARK_ON_FAILURE: true (abort, default) = a failure ends the rank group via
-  /// Bootstrap::abort; false (raise) = only the communicator fails.
-  bool abort_on_failure() const noexcept;
+  std::uint32_t timeout_ms() const noexcept;       ///< SPARKNET_ROCE_TIMEOUT_MS (10000)
+  std::uint32_t join_timeout_ms() const noexcept;  ///< SPARK_JOIN_TIMEOUT_MS (60000)
 
   // --- transports --------------------------------------------------------------------------
-  std::string transport() const;                ///< SPARK_TRANSPORT (auto)
-  int tcp_lanes() const noexcept;               ///< SPARK_TCP_LANES (connections per peer)
-  std::optional<std::string> tcp_addr() const;  ///< SPARK_TCP_ADDR (IPv4 to listen on/publish)
-  /// SPARK_SPIN_US (spin before blocking); unset: chosen per node at wire-up.
-  std::optional<std::uint32_t> spin_us() const noexcept;
-  std::optional<std::string> ib_hca() const;  ///< SPARK_IB_HCA (comma list of devices)
-  std::optional<int> ib_gid_index() const;    ///< SPARK_IB_GID_INDEX (unset = from sysfs)
-  std::optional<std::string> lanes() const;   ///< SPARK_LANES (set by sparkrun)
+  std::string transport() const;  ///< SPARK_TRANSPORT (auto)
 
   // --- bootstrap -----------------------------------------------------------------------------
   BootstrapKind bootstrap() const noexcept;  ///< SPARK_BOOTSTRAP (auto)
   /// True when PMIX_RANK or PMIX_NAMESPACE was present: a PMIx server launched this process.
   bool pmix_present() const noexcept;
-  std::optional<int> rank() const;                    ///< SPARK_RANK
-  std::optional<int> size() const;                    ///< SPARK_SIZE
-  std::optional<int> local_rank() const;              ///< SPARK_LOCAL_RANK
-  std::optional<int> local_size() const;              ///< SPARK_LOCAL_SIZE
-  std::optional<int> node_rank() const;               ///< SPARK_NODE_RANK
-  std::optional<std::string> job_id() const;          ///< SPARK_JOB_ID
-  std::optional<std::string> host() const;            ///< SPARK_HOST (node identity)
-  std::optional<std::string> rendezvous() const;      ///< SPARK_RENDEZVOUS (host:port)
-  std::optional<std::string> cpuset() const;          ///< SPARK_CPUSET
-  std::optional<int> torch_rank() const;              ///< RANK
-  std::optional<int> torch_world_size() const;        ///< WORLD_SIZE
-  std::optional<int> torch_local_rank() const;        ///< LOCAL_RANK
-  std::optional<int> torch_local_world_size() const;  ///< LOCAL_WORLD_SIZE
-  std::optional<std::string> master_addr() const;     ///< MASTER_ADDR
-  std::optional<int> master_port() const;             ///< MASTER_PORT
 
   // --- diagnostics ---------------------------------------------------------------------------
   LogLevel log_level() const noexcept;  ///< SPARK_LOG level part (warn)
   /// SPARK_LOG subsystems ("SPARK_LOG=info:tcp,bootstrap"); empty = all.
   const std::vector<std::string>& log_subsystems() const noexcept;
-  std::optional<std::string> trace_path() const;    ///< SPARK_TRACE
-  std::optional<std::string> topology_xml() const;  ///< SPARK_TOPOLOGY_XML
 
   // --- generic access ------------------------------------------------------------------------
-  /// The raw (validated) value of a knob, or nullopt when unset and without default.
+  /// The raw (validated) value of a knob, or nullopt when unset and without default: how the
+  /// bootstrap and the tools read their rows (the communicator's fill CommOptions).
   std::optional<std::string> value(std::string_view name) const;
+  /// An integer knob's value (e.g. integer("SPARK_RANK")), or nullopt when unset.
+  std::optional<int> integer(std::string_view name) const;
   Source source(std::string_view name) const;
   /// SPARK_* / SPARKNET_* names that were set but are not in the table (likely typos).
   const std::vector<std::string>& unknown_variables() const noexcept;
@@ -135,18 +118,13 @@ class Config {
   explicit Config(Blank) {}
   static Config build(const std::map<std::string, std::string>& values, Source source);
   const Entry& entry(std::string_view name) const;
-  std::optional<int> int_value(std::string_view name) const;
 
   std::map<std::string, Entry, std::less<>> entries_;
   std::vector<std::string> unknown_;
   std::vector<std::string> log_subsystems_;
   bool pmix_present_ = false;
   std::uint32_t timeout_ms_ = 0;
-  std::uint32_t barrier_timeout_ms_ = 0;
   std::uint32_t join_timeout_ms_ = 0;
-  std::optional<std::uint32_t> spin_us_;
-  int tcp_lanes_ = 0;
-  bool abort_on_failure_ = true;
   BootstrapKind bootstrap_ = BootstrapKind::auto_select;
   LogLevel log_level_ = LogLevel::warn;
 };

@@ -1,6 +1,7 @@
 // The declarative knob table: the single source of truth for every environment variable
 // libspark reads. docs/configuration.md and `sparkrun --print-config` are generated from it.
 #include <algorithm>
+#include <type_traits>
 
 #include "config/config.hpp"
 #include "transport/registry.hpp"
@@ -9,12 +10,30 @@ namespace spark::config {
 namespace {
 
 constexpr std::int64_t kMaxRanks = 1 << 20;
+// A row's binding: the CommOptions member it fills from its validated value.
+template <auto Member>
+void fill(CommOptions& o, const Knob& knob, const std::string& value) {
+  auto& field = o.*Member;
+  using T = std::remove_cvref_t<decltype(field)>;
+  if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>>)
+    field = value;
+  else if constexpr (std::is_same_v<T, bool>)  // a choice: its first word is true
+    field = value == knob.choices.substr(0, knob.choices.find('|'));
+  else  // integers, std::optional<int>
+    field = static_cast<T>(parse_integer(knob, value));
+}
+void fill_spin(CommOptions& o, const Knob& knob, const std::string& value) {
+  o.spin_us = static_cast<std::uint32_t>(parse_integer(knob, value));
+  o.spin_auto = false;
+}
+
 // SPARK_TRANSPORT's words and help, from the transport registry.
 #define SPARK_TRANSPORT_CHOICE(name, local, doc) "|" #name
 #define SPARK_TRANSPORT_DOC(name, local, doc) " " #name ": " doc "."
 constexpr std::string_view kTransportChoices = "auto" SPARK_TRANSPORTS(SPARK_TRANSPORT_CHOICE);
 
-// Field order: name, type, default, doc, kind, origin, min, max, choices.
+// Field order: name, type, default, doc, kind, origin, min, max, choices, and for the
+// communicator's knobs the CommOptions member they fill.
 // clang-format off
 constexpr Knob kKnobs[] = {
     // --- fail-stop -----------------------------------------------------------------------------
@@ -22,55 +41,57 @@ constexpr Knob kKnobs[] = {
      "How long every wait on a peer may take before the communicator fails with a record naming "
      "rank, peer, lane and sequence number. Applies to every transport (roce, tcp, shm) and to "
      "the ring relay. Change it at run time with comm.set_timeout_ms().",
-     KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}},
+     KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}, &fill<&CommOptions::timeout_ms>},
     {"SPARK_ON_FAILURE", "abort|raise", "abort",
      "What a rank does when its communicator fails. abort: report the record to the launcher "
      "(PMIx_Abort, or rank 0's rendezvous) and end the whole rank group at once. raise: only "
      "fail the communicator (every call throws spark::CommFailure / returns "
      "SPARK_ERR_COMM_FAILED); the application reads the record and must exit itself.",
-     KnobType::choice, KnobOrigin::user, 0, 0, "abort|raise"},
+     KnobType::choice, KnobOrigin::user, 0, 0, "abort|raise", &fill<&CommOptions::report_failures>},
     {"SPARK_BARRIER_TIMEOUT_MS", "milliseconds", "600000",
      "Deadline of spark::barrier() (and the barrier at the end of init). Long on purpose: call "
      "barrier() after model loading or JIT so that SPARKNET_ROCE_TIMEOUT_MS only measures "
      "communication.",
-     KnobType::milliseconds, KnobOrigin::user, 1, 86'400'000, {}},
+     KnobType::milliseconds, KnobOrigin::user, 1, 86'400'000, {},
+     &fill<&CommOptions::barrier_timeout_ms>},
     {"SPARK_JOIN_TIMEOUT_MS", "milliseconds", "60000",
      "How long the environment rendezvous waits for every rank to join (connect to rank 0's "
      "store, reach a fence). On expiry the error names the ranks that never arrived.",
-     KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}},
+     KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {},
+     &fill<&CommOptions::join_timeout_ms>},
     // --- transports ----------------------------------------------------------------------------
     {"SPARK_TRANSPORT", kTransportChoices, "auto",
      "Transport for every peer. auto: shm for ranks on the same node; across nodes roce to each "
      "peer the fabric map's RDMA lanes reach (directly or through one relay), tcp with a note "
      "where none does."
      SPARK_TRANSPORTS(SPARK_TRANSPORT_DOC),
-     KnobType::choice, KnobOrigin::user, 0, 0, kTransportChoices},
+     KnobType::choice, KnobOrigin::user, 0, 0, kTransportChoices, &fill<&CommOptions::transport>},
     {"SPARK_TCP_LANES", "integer", "2",
      "TCP connections per peer; large messages are striped across them.", KnobType::integer,
-     KnobOrigin::user, 1, 16, {}},
+     KnobOrigin::user, 1, 16, {}, &fill<&CommOptions::tcp_lanes>},
     {"SPARK_TCP_ADDR", "IPv4 address", "",
      "Address the tcp transport listens on and publishes. Unset: the address of the interface "
      "that reaches the rendezvous or the node's primary address.",
-     KnobType::string, KnobOrigin::user, 0, 0, {}},
+     KnobType::string, KnobOrigin::user, 0, 0, {}, &fill<&CommOptions::tcp_addr>},
     {"SPARK_DATA_NET", "subnet list", "",
      "Comma-separated IPv4 subnets (a.b.c.d/prefix) whose interfaces are data lanes for the "
      "fabric map (docs/fabric.md); keeps a control-only interface out. Unset: every up, "
      "non-loopback IPv4 interface.",
-     KnobType::string, KnobOrigin::user, 0, 0, {}},
+     KnobType::string, KnobOrigin::user, 0, 0, {}, &fill<&CommOptions::data_net>},
     {"SPARK_SPIN_US", "microseconds", "",
      "Fixes how long every wait polls (hot, no yield) before it blocks (futex, ppoll, completion "
      "channel); 0 blocks at once. Unset (recommended): the adaptive wait policy chooses per wait "
      "from the recent waits, the measured block-and-wake cost, whether CPUs are oversubscribed "
      "and the machine's load, spinning at most 200 us (docs/collectives.md, Waiting).",
-     KnobType::integer, KnobOrigin::user, 0, 1'000'000, {}},
+     KnobType::integer, KnobOrigin::user, 0, 1'000'000, {}, &fill_spin},
     {"SPARK_IB_HCA", "device list", "",
      "Comma-separated RDMA devices to use (e.g. rocep1s0f0,roceP2p1s0f0). Unset: every CX7 "
      "function that reaches a peer.",
-     KnobType::string, KnobOrigin::user, 0, 0, {}},
+     KnobType::string, KnobOrigin::user, 0, 0, {}, &fill<&CommOptions::ib_hca>},
     {"SPARK_IB_GID_INDEX", "integer", "",
      "Pins the RoCE GID index. Unset (recommended): the IPv4 RoCEv2 GID is resolved per device "
      "from sysfs at start-up, because the index differs per node and can change.",
-     KnobType::integer, KnobOrigin::user, 0, 255, {}},
+     KnobType::integer, KnobOrigin::user, 0, 255, {}, &fill<&CommOptions::ib_gid_index>},
     // --- bootstrap -----------------------------------------------------------------------------
     {"SPARK_BOOTSTRAP", "auto|pmix|env|singleton", "auto",
      "How ranks find each other. auto: PMIx when a PMIx server started the process (PMIX_RANK or "
@@ -94,7 +115,7 @@ constexpr Knob kKnobs[] = {
     {"SPARK_NODE_RANK", "integer", "", "Index of this rank's node in the job.", KnobType::integer,
      KnobOrigin::launcher, 0, kMaxRanks - 1, {}},
     {"SPARK_JOB_ID", "string", "", "Identifier of the job (names shared-memory segments, traces).",
-     KnobType::string, KnobOrigin::launcher, 0, 0, {}},
+     KnobType::string, KnobOrigin::launcher, 0, 0, {}, &fill<&CommOptions::job_id>},
     {"SPARK_HOST", "string", "",
      "Name of this rank's node from the launcher's host list: node identity for local ranks "
      "and shared memory. Unset: gethostname().",
@@ -105,7 +126,7 @@ constexpr Knob kKnobs[] = {
      "RDMA functions chosen for this rank by the launcher's binding plan, e.g. "
      "rocep1s0f0,roceP2p1s0f0. A preference: toward a peer these do not reach, the fabric "
      "map's lanes are used (and the -v report says so).",
-     KnobType::string, KnobOrigin::launcher, 0, 0, {}},
+     KnobType::string, KnobOrigin::launcher, 0, 0, {}, &fill<&CommOptions::rdma_lanes>},
     // --- diagnostics ---------------------------------------------------------------------------
     {"SPARK_LOG", "LEVEL[:SUBSYS,...]", "warn",
      "Log level (error|warn|info|trace), optionally limited to subsystems, e.g. "
@@ -114,9 +135,18 @@ constexpr Knob kKnobs[] = {
     {"SPARK_TRACE", "path", "",
      "Write a Chrome/Perfetto trace of every op and step wait. Under sparkrun the per-rank files "
      "are merged into PATH.",
-     KnobType::path, KnobOrigin::user, 0, 0, {}},
+     KnobType::path, KnobOrigin::user, 0, 0, {}, &fill<&CommOptions::trace_path>},
     {"SPARK_TOPOLOGY_XML", "path", "",
      "Load the hwloc topology from this XML file instead of discovering the machine.",
+     KnobType::path, KnobOrigin::user, 0, 0, {}},
+    // --- tools sparkrun starts ---------------------------------------------------------------
+    {"SPARK_DOCTOR_PROBE", "path", "",
+     "The rank-side program `sparkrun doctor LAUNCH-OPTIONS` runs on every rank. Unset: the "
+     "build tree's spark_doctor_probe, else the one next to sparkrun.",
+     KnobType::path, KnobOrigin::user, 0, 0, {}},
+    {"SPARK_FABRIC_DISCOVER", "path", "",
+     "The program `sparkrun fabric` runs on each host to map the cables. Unset: the build "
+     "tree's spark_fabric_discover, else the one next to sparkrun.",
      KnobType::path, KnobOrigin::user, 0, 0, {}},
     // --- torchrun compatibility ----------------------------------------------------------------
     {"RANK", "integer", "", "torchrun's rank; used when SPARK_RANK is unset.", KnobType::integer,

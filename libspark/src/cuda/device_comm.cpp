@@ -91,7 +91,7 @@ class DeviceCommImpl {
                   "): was libspark built for this GPU? (CMAKE_CUDA_ARCHITECTURES)");
     }
     // Communicator::set_timeout_ms writes the control block too (graphs see it).
-    comm_.impl().add_timeout_mirror(&host_.ctl->timeout_ms);
+    internal::impl(comm_).add_timeout_mirror(&host_.ctl->timeout_ms);
     Communicator* c = &comm_;
     proxy_ = std::make_unique<Proxy>(
         host_,
@@ -105,7 +105,7 @@ class DeviceCommImpl {
     // A kernel in flight needs the proxy and the channel: let it finish (or trap) first.
     cudaDeviceSynchronize();
     proxy_.reset();
-    comm_.impl().remove_timeout_mirror(&host_.ctl->timeout_ms);
+    internal::impl(comm_).remove_timeout_mirror(&host_.ctl->timeout_ms);
   }
 
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
@@ -162,14 +162,14 @@ class DeviceCommImpl {
     return __atomic_load_n(&host_.ctl->timeout_ms, __ATOMIC_ACQUIRE);
   }
   std::size_t max_bytes() const noexcept { return max_bytes_; }
-  void set_report_failures(bool on) noexcept { comm_.impl().set_report_failures(on); }
+  void set_report_failures(bool on) noexcept { internal::impl(comm_).set_report_failures(on); }
 
  private:
   /// Proxy thread, once: a GPU-side record (a kernel's wait expired) fails the communicator
   /// and, by its report policy, aborts the rank group (first record wins; a failure of the
   /// communicator itself was reported by it already).
   void on_failure() {
-    if (auto r = failure()) comm_.impl().fail_external(*r);
+    if (auto r = failure()) internal::impl(comm_).fail_external(*r);
   }
 
   static bool accessible(const void* p) {

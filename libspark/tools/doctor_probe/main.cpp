@@ -104,8 +104,8 @@ struct RdmaSetup {
   std::string source;
 };
 
-RdmaSetup open_rdma(const ProbeOptions& o, const std::string& host, int rank,
-                    std::vector<JobRow>& rows) {
+RdmaSetup open_rdma(const ProbeOptions& o, const config::Config& cfg, const std::string& host,
+                    int rank, std::vector<JobRow>& rows) {
   RdmaSetup s;
 #ifdef SPARK_DOCTOR_HAVE_VERBS
   std::vector<std::string> names;
@@ -130,8 +130,7 @@ RdmaSetup open_rdma(const ProbeOptions& o, const std::string& host, int rank,
     } catch (const std::exception&) {  // no device: no RDMA lane (the tcp round trips run)
     }
   }
-  std::optional<std::string> gid_override;
-  if (const char* g = std::getenv("SPARK_IB_GID_INDEX")) gid_override = g;
+  const std::optional<std::string> gid_override = cfg.value("SPARK_IB_GID_INDEX");
   const auto ifaces = fabric::local_lanes({});
   for (const std::string& name : names) {
     try {
@@ -210,10 +209,9 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
 
   // Each rank's lanes. tcp: SPARK_DATA_NET's interfaces, else every up IPv4 interface; when a
   // host has none, loopback (ranks of one host can still reach each other).
-  RdmaSetup rdma = open_rdma(o, host, rank, rows);
-  const char* nets_env = std::getenv("SPARK_DATA_NET");
-  auto tcp_lanes =
-      fabric::local_lanes(fabric::parse_nets(nets_env ? nets_env : "", "SPARK_DATA_NET"));
+  RdmaSetup rdma = open_rdma(o, cfg, host, rank, rows);
+  auto tcp_lanes = fabric::local_lanes(
+      fabric::parse_nets(cfg.value("SPARK_DATA_NET").value_or(""), "SPARK_DATA_NET"));
   if (tcp_lanes.empty()) tcp_lanes.push_back({"lo", 1, 0x7f000001u, 8});
   std::vector<net::Listener> listeners;
   std::vector<int> ports;

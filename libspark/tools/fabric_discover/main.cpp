@@ -45,14 +45,14 @@ int run(int argc, char** argv) {
   auto boot = bootstrap::make_bootstrap(cfg);
   const int rank = boot->rank(), size = boot->size();
   const std::chrono::milliseconds timeout(cfg.timeout_ms());
-  const char* nets_env = std::getenv("SPARK_DATA_NET");
-  auto nets = parse_nets(nets_env ? nets_env : "", "SPARK_DATA_NET");
+  auto nets = parse_nets(cfg.value("SPARK_DATA_NET").value_or(""), "SPARK_DATA_NET");
   // RoCE lanes are RDMA functions (rdma_lanes.hpp); auto uses them when the node has any.
   // The map is per host: SPARK_IB_HCA (the user's choice) restricts it, not SPARK_LANES (the
   // launcher's per-rank binding of this one discovery rank).
   const auto t = cfg.transport();
-  const auto devs =
-      cfg.ib_hca() ? parse_rdma_devices(*cfg.ib_hca(), "SPARK_IB_HCA") : std::vector<std::string>{};
+  const auto devs = cfg.value("SPARK_IB_HCA")
+                        ? parse_rdma_devices(*cfg.value("SPARK_IB_HCA"), "SPARK_IB_HCA")
+                        : std::vector<std::string>{};
   auto mine = node_lanes(t == "roce"   ? LaneKind::rdma
                          : t == "auto" ? LaneKind::automatic
                                        : LaneKind::net,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "spark/failure_record.h"
 #include "spark/kernels/hd.hpp"
 
 namespace spark::kernels {
@@ -12,30 +13,16 @@ namespace spark::kernels {
 inline constexpr std::uint32_t kMaxLanes = 4;
 inline constexpr std::uint32_t kLaneNameSize = 32;
 
-/// Same field order, types and layout as spark::FailureRecord (libspark/include/spark/failure.hpp),
-/// which needs <string> and so cannot be used in device code. A static_assert in
-/// tests/kernels and in libspark/src/cuda compares every offset; libspark memcpy()s it into a
-/// spark::FailureRecord.
-struct FailureRecordData {
-  std::int32_t rank;
-  std::int32_t peer;
-  std::uint64_t seq;
-  std::uint32_t step;
-  std::uint32_t waited_ms;
-  std::uint32_t timeout_ms;
-  std::uint8_t cause;  ///< spark::FailureCause; 0 = timeout
-  std::int64_t time_unix_ns;
-  char lane[32];
-  char op[24];
-  char detail[128];
-};
+/// The fail-stop record as the kernels write it: the C layout of spark/failure_record.h, which
+/// spark::FailureRecord shares (libspark memcpy()s it; failure.hpp asserts every offset).
+using FailureRecordData = spark_failure_record;
 
-/// Values of FailureRecordData::cause (mirror spark::FailureCause).
-inline constexpr std::uint8_t kCauseTimeout = 0;
-inline constexpr std::uint8_t kCausePeerClosed = 1;
-inline constexpr std::uint8_t kCausePeerError = 2;
-inline constexpr std::uint8_t kCauseRemoteAbort = 3;
-inline constexpr std::uint8_t kCauseMismatch = 4;
+/// Values of FailureRecordData::cause (spark::FailureCause).
+inline constexpr std::uint8_t kCauseTimeout = SPARK_CAUSE_TIMEOUT;
+inline constexpr std::uint8_t kCausePeerClosed = SPARK_CAUSE_PEER_CLOSED;
+inline constexpr std::uint8_t kCausePeerError = SPARK_CAUSE_PEER_ERROR;
+inline constexpr std::uint8_t kCauseRemoteAbort = SPARK_CAUSE_REMOTE_ABORT;
+inline constexpr std::uint8_t kCauseMismatch = SPARK_CAUSE_MISMATCH;
 
 /// ControlBlock::state. A writer claims healthy -> writing with a CAS, fills the record and
 /// publishes failed with a release store; readers trust the record only in state failed.

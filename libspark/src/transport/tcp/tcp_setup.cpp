@@ -1,10 +1,6 @@
-// tcp's set-up through the Transport interface: its factory, and connect() with the fabric
-// map (docs/fabric.md). When ranks span several hosts and SPARK_DATA_NET names the data
-// subnets, every rank publishes its data lanes with its tcp endpoint; the first rank of each
-// host probes the same-subnet lane pairs toward higher nodes (a connect bound to its lane, to
-// the peer's tcp listener) and publishes what worked; after one more fence every rank builds
-// the same map (fabric::build_map). The transport then connects each peer over its serving
-// lanes or through a relay, and the collectives take the ring of direct links (direct_ring).
+// tcp's set-up through the Transport interface: its factory, and connect() with the fabric map
+// (docs/fabric.md: lanes published with the endpoint, speakers probe, one more fence, the same
+// map on every rank; then serving lanes or relays per peer, and the ring of direct links).
 #include <algorithm>
 #include <cstdio>
 

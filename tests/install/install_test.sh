@@ -19,11 +19,20 @@ echo "$out"
 [[ "$out" == $'tiny_app: rank 0 of 2 sum 3\ntiny_app: rank 1 of 2 sum 3' ]] ||
   { echo "FAIL: 2-rank run under the installed sparkrun printed '$out'"; exit 1; }
 
-# 2. pkg-config: `spark`.
+# 2. pkg-config: `spark`, as installed (the prefix follows the install, no --define-variable),
+# with no -std flag of our own: the Cflags carry what the headers need.
 PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name spark.pc | head -1)")
 export PKG_CONFIG_PATH
-# shellcheck disable=SC2046
-c++ -std=c++20 "$app/main.cpp" -o "$work/tiny_app_pc" $(pkg-config --define-variable=prefix="$prefix" --cflags --libs spark)
+flags=$(pkg-config --cflags --libs spark)
+[[ "$flags" == *"$prefix"* ]] || { echo "FAIL: spark.pc ignores the install prefix: $flags"; exit 1; }
+# shellcheck disable=SC2086
+c++ "$app/main.cpp" -o "$work/tiny_app_pc" $flags
 out=$("$work/tiny_app_pc")
 [[ "$out" == "tiny_app: rank 0 of 1 sum 1" ]] || { echo "FAIL: pkg-config build printed '$out'"; exit 1; }
+
+# 3. The build tree is a package too: find_package(sparkrun) with sparkrun_DIR=BUILD_DIR.
+cmake -S "$app" -B "$work/app-tree" -Dsparkrun_DIR="$(realpath "$build")" >"$work/app-tree.log"
+cmake --build "$work/app-tree" >>"$work/app-tree.log"
+out=$("$work/app-tree/tiny_app")
+[[ "$out" == "tiny_app: rank 0 of 1 sum 1" ]] || { echo "FAIL: build-tree package app printed '$out'"; exit 1; }
 echo "install test: PASS"

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <unordered_map>
 
+#include "spark/protocol/rank_env.hpp"
 #include "usage_error.hpp"
 
 namespace spark::launch {
@@ -61,17 +62,18 @@ EnvVar resolve_export(std::string_view arg, const std::vector<std::string>& envi
 }
 
 std::vector<EnvVar> identity_env(const RankIdentity& id) {
+  namespace names = protocol::rank_env;
   std::vector<EnvVar> env = {
-      {"SPARK_RANK", std::to_string(id.rank)},
-      {"SPARK_SIZE", std::to_string(id.size)},
-      {"SPARK_LOCAL_RANK", std::to_string(id.local_rank)},
-      {"SPARK_LOCAL_SIZE", std::to_string(id.local_size)},
-      {"SPARK_NODE_RANK", std::to_string(id.node_rank)},
-      {"SPARK_JOB_ID", id.job_id},
-      {"SPARK_HOST", id.host},
+      {names::kRank, std::to_string(id.rank)},
+      {names::kSize, std::to_string(id.size)},
+      {names::kLocalRank, std::to_string(id.local_rank)},
+      {names::kLocalSize, std::to_string(id.local_size)},
+      {names::kNodeRank, std::to_string(id.node_rank)},
+      {names::kJobId, id.job_id},
+      {names::kHost, id.host},
   };
-  if (!id.cpuset.empty()) env.emplace_back("SPARK_CPUSET", id.cpuset);
-  if (!id.lanes.empty()) env.emplace_back("SPARK_LANES", id.lanes);
+  if (!id.cpuset.empty()) env.emplace_back(names::kCpuset, id.cpuset);
+  if (!id.lanes.empty()) env.emplace_back(names::kLanes, id.lanes);
   return env;
 }
 

@@ -3,7 +3,6 @@
 // else tcp with a note; SPARK_TRANSPORT forces one), let each transport publish
 // its endpoint, fence, connect each from its peers' bytes, then a CPU-side barrier so that
 // every rank is connected before init() returns. No concrete transport is named here.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -25,13 +24,6 @@ void CommunicatorImpl::wire_up() {
   by_peer_.assign(static_cast<std::size_t>(size_), nullptr);
   p2p_send_seq_.assign(static_cast<std::size_t>(size_), 0);
   p2p_recv_seq_.assign(static_cast<std::size_t>(size_), 0);
-  if (options_.spin_auto) {
-    // A CPU to spare per rank: poll longer before blocking (RDMA writes raise no event, so a
-    // roce wait that blocks sleeps in slices). Oversubscribed: polling steals the peer's CPU
-    // (docs/collectives.md, "1 KiB" figures on the 2-core VM).
-    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-    options_.spin_us = cpus > local_size_ ? 50 : 5;
-  }
   nodes_.assign(1, node_id_);
   if (size_ == 1) return;
 

@@ -25,10 +25,11 @@
 //
 // Nothing in this interface blocks for long. The communicator owns the ONE wait point
 // (comm/wait.cpp): it polls peek()/can_send()/send_idle(), calls progress(), asks
-// peer_status() for dead peers, and, after spinning for SPARK_SPIN_US, calls block() in
-// slices that never exceed the remaining deadline. That is where the fail-stop FailureRecord
-// is made: the wait point knows peer, lane (lane_name), seq, step, op and timeout. A CUDA
-// path can wait on the same flags when they live in pinned host memory.
+// peer_status() for dead peers, and, after spinning as long as the wait policy says
+// (comm/wait_policy.hpp), calls block() in slices that never exceed the remaining deadline.
+// That is where the fail-stop FailureRecord is made: the wait point knows peer, lane
+// (lane_name), seq, step, op and timeout. A CUDA path can wait on the same flags when they
+// live in pinned host memory.
 //
 // Threading: a Transport is used by the one thread that runs collectives. Only
 // Communicator::set_timeout_ms and failure() are called from other threads, and they do not

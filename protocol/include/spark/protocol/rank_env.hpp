@@ -1,0 +1,17 @@
+// The variables sparkrun (and each node daemon) gives every rank, which libspark's knob table
+// reads: one spelling for both sides. docs/configuration.md documents them.
+#pragma once
+
+namespace spark::protocol::rank_env {
+
+inline constexpr const char* kRank = "SPARK_RANK";             // 0..size-1
+inline constexpr const char* kSize = "SPARK_SIZE";             // ranks in the job
+inline constexpr const char* kLocalRank = "SPARK_LOCAL_RANK";  // 0..local size-1 on the node
+inline constexpr const char* kLocalSize = "SPARK_LOCAL_SIZE";  // ranks on this node
+inline constexpr const char* kNodeRank = "SPARK_NODE_RANK";    // the node's index in the job
+inline constexpr const char* kJobId = "SPARK_JOB_ID";          // names shm segments, traces
+inline constexpr const char* kHost = "SPARK_HOST";             // node identity (never hostname)
+inline constexpr const char* kCpuset = "SPARK_CPUSET";         // cores the rank is bound to
+inline constexpr const char* kLanes = "SPARK_LANES";           // the rank's NIC lanes
+
+}  // namespace spark::protocol::rank_env

@@ -52,6 +52,16 @@ void expect_error_at(const std::string& text, const std::string& where) {
   }
 }
 
+TEST(Hostfile, AcceptsHydraHostColonSlots) {
+  auto hosts = parse_hostfile("localhost:2\nnodeB:4 # Hydra's form\n", "hf");
+  ASSERT_EQ(hosts.size(), 2u);
+  EXPECT_EQ(hosts[0].name, "localhost");
+  EXPECT_EQ(hosts[0].slots, 2);
+  EXPECT_TRUE(hosts[0].slots_given);
+  EXPECT_EQ(hosts[1].slots, 4);
+  EXPECT_THROW(parse_hostfile("nodeB:x\n", "hf"), UsageError);
+}
+
 TEST(Hostfile, ErrorsCiteFileAndLine) {
   expect_error_at("a\nb slots=abc\n", "hosts.txt:2: ");
   expect_error_at("a\n\n# x\nb cpus=3\n", "hosts.txt:4: ");

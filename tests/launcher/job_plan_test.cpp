@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "hostfile.hpp"
 #include "job_plan.hpp"
 #include "usage_error.hpp"
 
@@ -67,6 +68,23 @@ TEST(JobPlan, ThisMachineTwiceIsRefused) {
   PlanInput in = local(8);
   in.hosts = {{"localhost", 1, true}, {"127.0.0.1", 1, true}};
   EXPECT_THROW(make_job_plan(in), UsageError);
+}
+
+TEST(JobPlan, PerNodeFillsEveryHost) {
+  PlanInput in = local(2);
+  in.hosts = parse_host_list("box,n2:8,n3");
+  in.per_node = 2;
+  JobPlan p = make_job_plan(in);  // -n defaults to -N x hosts
+  EXPECT_EQ(p.size, 6);
+  ASSERT_EQ(p.nodes.size(), 3u);
+  for (const auto& n : p.nodes) EXPECT_EQ(n.ranks.size(), 2u) << n.host;
+  in.np = 7;
+  try {
+    make_job_plan(in);
+    FAIL() << "-n 7 with -N 2 on 3 hosts was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("-N 2"), std::string::npos) << e.what();
+  }
 }
 
 TEST(JobPlan, LocalNames) {

@@ -95,6 +95,34 @@ void expect_usage_error(std::vector<std::string> args, const std::string& fragme
   }
 }
 
+// Habits people bring from mpirun and Hydra (issue 23).
+TEST(Options, MpirunHabitsAreAccepted) {
+  auto r = parse({"-N", "2", "--allow-run-as-root", "--signal-group", "prog"});
+  ASSERT_TRUE(r.options.per_node.has_value());
+  EXPECT_EQ(*r.options.per_node, 2);
+  EXPECT_TRUE(r.options.signal_group);
+  EXPECT_FALSE(r.options.np.has_value());
+  r = parse({"--npernode", "3", "prog"});
+  EXPECT_EQ(*r.options.per_node, 3);
+  r = parse({"--map-by", "ppr:4:node", "prog"});
+  EXPECT_EQ(*r.options.per_node, 4);
+  EXPECT_EQ(r.options.map_by, "");  // consumed: not a topology mapping
+  r = parse({"-N", "4", "--map-by", "ppr:4:node", "prog"});
+  EXPECT_EQ(*r.options.per_node, 4);
+  EXPECT_FALSE(parse({"prog"}).options.signal_group);  // SIGUSR1/2 to the rank itself
+  expect_usage_error({"-N", "2", "--map-by", "ppr:3:node", "prog"}, "disagree");
+  expect_usage_error({"--map-by", "ppr:2:socket", "prog"}, "ppr:N:node");
+  expect_usage_error({"-N", "x", "prog"}, "-N");
+}
+
+TEST(Options, HelpShowsTypesAndOneUsage) {
+  auto r = parse({"--help"});
+  const std::string& h = r.help;
+  EXPECT_NE(h.find("-n,--np INT"), std::string::npos) << h;
+  EXPECT_NE(h.find("--timeout SECONDS"), std::string::npos) << h;
+  EXPECT_EQ(h.find("Usage:"), h.rfind("Usage:")) << "two usage lines:\n" << h;
+}
+
 TEST(Options, RejectsBadInput) {
   expect_usage_error({"-n", "0", "prog"}, "out of range");
   expect_usage_error({"-n", "abc", "prog"}, "not a whole number");

@@ -43,6 +43,15 @@ std::vector<std::string> rewrite_mpirun_spellings(const CLI::App& app,
   return out;
 }
 
+// One usage text (CLI11's own "Usage: sparkrun [OPTIONS]" knows nothing of the program part).
+class UsageFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: sparkrun [options] [--] program [args...]\n"
+           "       sparkrun <subcommand> [args...]\n";
+  }
+};
+
 struct Cli {
   CLI::App app{"sparkrun: start a parallel job (PMIx server, I/O forwarding, group-wide abort)",
                "sparkrun"};
@@ -50,6 +59,7 @@ struct Cli {
   std::optional<LaunchOptions> launch;
 
   Cli() {
+    app.formatter(std::make_shared<UsageFormatter>());
     app.set_help_flag();   // handled below so that --help works with any other input
     app.prefix_command();  // everything from the program on belongs to the program
     app.add_flag("-h,--help", help, "Print this help and exit");
@@ -64,11 +74,17 @@ struct Cli {
 
 LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
   auto add = [&](CLI::Option* opt) { table_.push_back(opt); };
-  add(app.add_option("-n,--np", np_text_, "Number of ranks (also -np; default: all slots)"));
+  add(app.add_option("-n,--np", np_text_, "Number of ranks (also -np; default: all slots)")
+          ->type_name("INT"));
+  add(app.add_option("-N,--npernode", per_node_text_,
+                     "Ranks per host (mpirun's -N; also --map-by ppr:N:node); -n defaults to "
+                     "N x hosts")
+          ->type_name("INT"));
   add(app.add_option("-H,--host", o_.hosts, "Hosts: host[:slots][,host[:slots]...] (repeatable)")
           ->allow_extra_args(false));
   add(app.add_option("--hostfile,--machinefile", o_.hostfile,
-                     "File with one 'host [slots=N]' per line (# comments)"));
+                     "File with one 'host [slots=N]' or 'host:N' per line (# comments)")
+          ->type_name("FILE"));
   add(app.add_option("-x", o_.exports,
                      "Export VAR (from this environment) or set VAR=value for every rank "
                      "(repeatable)")
@@ -77,10 +93,18 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
   add(app.add_flag("--timestamp-output", o_.timestamp_output,
                    "Prefix each output line with the time it was forwarded"));
   add(app.add_option("--output-dir", o_.output_dir,
-                     "Write rank N's stdout/stderr to DIR/rank.N/stdout and stderr"));
-  add(app.add_option("--timeout", timeout_text_, "Stop the whole job after SECONDS and exit 124"));
+                     "Write rank N's stdout/stderr to DIR/rank.N/stdout and stderr")
+          ->type_name("DIR"));
+  add(app.add_option("--timeout", timeout_text_, "Stop the whole job after SECONDS and exit 124")
+          ->type_name("SECONDS"));
   add(app.add_option("--kill-grace", kill_grace_text_,
-                     "Seconds between SIGTERM and SIGKILL when stopping ranks (default 2)"));
+                     "Seconds between SIGTERM and SIGKILL when stopping ranks (default 2)")
+          ->type_name("SECONDS"));
+  add(app.add_flag("--signal-group", o_.signal_group,
+                   "Forward SIGUSR1/SIGUSR2 to each rank's whole process group (default: to the "
+                   "rank's own process, so its children are spared)"));
+  add(app.add_flag("--allow-run-as-root", allow_run_as_root_,
+                   "Accepted for mpirun habits; sparkrun runs as root without it"));
   add(app.add_flag("--oversubscribe", o_.oversubscribe,
                    "Allow more ranks than the slots given by --host/--hostfile"));
   add(app.add_flag("-v,--verbose", o_.verbose, "Print launch steps and timings on stderr"));
@@ -102,7 +126,8 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
       "--bind-to", o_.bind_to,
       "Bind each rank: fast|core|l3|none (default fast: fastest cores, best L3 first)"));
   add(app.add_option("--map-by", o_.map_by,
-                     "Place ranks: slot|core|l3 on a node (default slot); node: ranks over hosts"));
+                     "Place ranks: slot|core|l3 on a node (default slot); node: ranks over "
+                     "hosts; ppr:N:node: N ranks per host (as -N)"));
   add(app.add_flag("--report-bindings", o_.report_bindings,
                    "Print the binding plan as a table on stderr"));
   add(app.add_option(
@@ -119,6 +144,24 @@ Options LaunchOptions::finish() {
   };
   Options o = o_;
   if (given("--np")) o.np = parse_int(np_text_, 1, 1 << 20, "-n");
+  if (given("--npernode")) o.per_node = parse_int(per_node_text_, 1, 1 << 20, "-N");
+  // mpirun's --map-by ppr:N:node is -N N; other ppr objects have no meaning across hosts here.
+  if (o.map_by.rfind("ppr:", 0) == 0) {
+    const std::string spec = o.map_by.substr(4);
+    const size_t colon = spec.find(':');
+    if (colon == std::string::npos || spec.substr(colon + 1) != "node") {
+      throw UsageError("--map-by " + o.map_by +
+                       ": only ppr:N:node is supported (N ranks per host); for cores or L3 "
+                       "within a host use --map-by core|l3");
+    }
+    const int n = parse_int(spec.substr(0, colon), 1, 1 << 20, "--map-by ppr");
+    if (o.per_node && *o.per_node != n) {
+      throw UsageError("-N " + std::to_string(*o.per_node) + " and --map-by " + o.map_by +
+                       " disagree; give one of them");
+    }
+    o.per_node = n;
+    o.map_by.clear();
+  }
   if (given("--timeout")) {
     o.timeout_s = parse_seconds(timeout_text_, "--timeout");
     if (*o.timeout_s <= 0) throw UsageError("--timeout: must be more than 0 seconds");
@@ -166,9 +209,7 @@ std::optional<std::vector<std::string>> parse_command_line(CLI::App& app,
 
 std::string help_text() {
   Cli cli;
-  return "Usage: sparkrun [options] [--] program [args...]\n"
-         "       sparkrun <subcommand> [args...]   (see docs/user-guide.md)\n\n" +
-         cli.app.help();
+  return cli.app.help();
 }
 
 ParseResult parse_options(const std::vector<std::string>& args) {

@@ -16,6 +16,7 @@ namespace spark::launch {
 
 struct Options {
   std::optional<int> np;             // -n / -np / --np
+  std::optional<int> per_node;       // -N / --npernode / --map-by ppr:N:node: ranks per host
   std::vector<std::string> hosts;    // --host / -H values, each "h[:slots][,h2...]"
   std::string hostfile;              // --hostfile / --machinefile
   std::vector<std::string> exports;  // -x VAR or -x VAR=value, in order
@@ -29,6 +30,7 @@ struct Options {
   std::string launch_agent;          // --launch-agent CMD ({host}); empty: ssh (multi-host)
   std::string control_net;           // --control-net IFACE|CIDR (multi-host control plane)
   std::string fabric_file;           // --fabric FILE: pinned fabric map, checked before start
+  bool signal_group = false;         // --signal-group: SIGUSR1/2 to each rank's process group
 
   // Binding (filled in by the topology part; the launcher passes them on untouched).
   std::string bind_to;           // --bind-to
@@ -69,7 +71,8 @@ class LaunchOptions {
  private:
   std::vector<CLI::Option*> table_;
   Options o_;
-  std::string np_text_, timeout_text_, kill_grace_text_;
+  std::string np_text_, per_node_text_, timeout_text_, kill_grace_text_;
+  bool allow_run_as_root_ = false;  // mpirun's --allow-run-as-root: accepted, nothing to allow
 };
 
 /// Parses `args` (after argv[0] or the subcommand) with `app`, mpirun's "-np" spelling

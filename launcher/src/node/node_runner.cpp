@@ -420,8 +420,10 @@ void Runner::on_signal() {
         break;
       case SIGUSR1:
       case SIGUSR2:
+        // To the rank itself by default: its children (data-loader or engine workers) often
+        // keep SIGUSR1's default action, which would end them.
         for (const auto& r : ranks_) {
-          if (r.started && !r.ended) ::kill(-r.pid, signo);
+          if (r.started && !r.ended) ::kill(spec_.signal_group ? -r.pid : r.pid, signo);
         }
         break;
       default:  // SIGINT, SIGTERM, SIGHUP, SIGQUIT

@@ -47,6 +47,7 @@ struct NodeRunSpec {
   // -v / --report-bindings: the ranks print their per-peer transport and lanes at wire-up
   // (SPARK_LOG=info:wireup unless the user set SPARK_LOG; docs/roce.md).
   bool report_wireup = false;
+  bool signal_group = false;  // SIGUSR1/2 to each rank's process group, not only the rank
   // The process ends right after run_node (sparkrun on one host): PMIx's server is left to
   // the process exit instead of finalized (PmixServer::leave_to_exit; main() then leaves with
   // _exit). A node daemon, which talks to the launcher afterwards, finalizes.

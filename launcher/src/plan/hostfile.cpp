@@ -84,6 +84,11 @@ std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& 
     words >> word;
     HostSlots h;
     h.name = word;
+    if (size_t colon = word.find(':'); colon != std::string::npos) {  // Hydra's "host:N"
+      h.name = word.substr(0, colon);
+      h.slots = parse_int(std::string_view(word).substr(colon + 1), 1, kMaxSlots, where + "slots");
+      h.slots_given = true;
+    }
     if (!valid_host_name(h.name)) {
       throw UsageError(where + "'" + h.name + "' is not a valid host name");
     }

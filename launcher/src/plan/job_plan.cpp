@@ -18,10 +18,18 @@ JobPlan make_job_plan(const PlanInput& in) {
   if (!host_list) {
     hosts.push_back({in.local_name.empty() ? "localhost" : in.local_name, in.local_cpus, false});
   }
+  if (in.per_node) {
+    for (auto& h : hosts) h.slots = *in.per_node;
+  }
   int total_slots = 0;
   for (const auto& h : hosts) total_slots += h.slots;
   const int np = in.np.value_or(total_slots);
   plan.size = np;
+  if (in.per_node && np > total_slots) {
+    throw UsageError("-n " + std::to_string(np) + " is more than -N " +
+                     std::to_string(*in.per_node) + " ranks on each of " +
+                     std::to_string(hosts.size()) + " host(s); raise -N or add hosts");
+  }
 
   if (host_list && np > total_slots && !in.oversubscribe) {
     throw UsageError("-n " + std::to_string(np) + " needs more slots than the " +

@@ -34,6 +34,7 @@ struct JobPlan {
 
 struct PlanInput {
   std::optional<int> np;
+  std::optional<int> per_node;   // -N: exactly this many slots on every host
   std::vector<HostSlots> hosts;  // empty: this machine only
   bool oversubscribe = false;
   bool map_by_node = false;  // --map-by node: one rank per host in turn (default: fill slots)

@@ -86,6 +86,7 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
   const std::string hostname = this_hostname();
   PlanInput in;
   in.np = o.np;
+  in.per_node = o.per_node;
   in.hosts = hosts;
   in.oversubscribe = o.oversubscribe;
   in.map_by_node = o.map_by == "node";  // multi-host mapping; other --map-by values: topology
@@ -174,6 +175,7 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
   spec.kill_grace_s = o.kill_grace_s;
   spec.verbose = o.verbose;
   spec.report_wireup = o.verbose || o.report_bindings;
+  spec.signal_group = o.signal_group;
   spec.verbose_since = started;
   spec.exit_after_run = true;  // sparkrun ends with the job: no PMIx teardown (main() below)
   const auto trace =
@@ -206,6 +208,12 @@ int sparkrun_main(int argc, char** argv) {
     switch (r.action) {
       case Action::kHelp:
         std::fputs(r.help.c_str(), stdout);
+        std::fputs("\nSubcommands (sparkrun SUBCOMMAND --help):\n", stdout);
+        for (const auto& sub : subcommands()) {
+          std::printf("  %-8.*s %.*s\n", static_cast<int>(sub.name.size()), sub.name.data(),
+                      static_cast<int>(sub.summary.size()), sub.summary.data());
+        }
+        std::fputs("\nDocs: docs/user-guide.md\n", stdout);
         return 0;
       case Action::kVersion:
         std::printf("sparkrun %s\n", SPARK_LAUNCH_VERSION);

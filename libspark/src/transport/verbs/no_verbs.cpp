@@ -1,4 +1,6 @@
 // Built instead of the verbs transport when libibverbs was not found at configure time.
+#include <memory>
+
 #include "spark/error.hpp"
 #include "transport/transport.hpp"
 

@@ -102,7 +102,9 @@ kill_daemon)
   "${sr[@]}" -n 3 --host "$MH_HOSTS" "$rank" sleep 60 "$marker" >"$out/o" 2>"$out/e" &
   launcher=$!
   wait_for 30 ranks_up 3 || fail "ranks did not start"
-  daemon=$(pgrep -f -- "--daemon .*--host $MH_NS2\$")
+  # The oldest match: the daemon (its orphan watcher shares its command line and must live on
+  # to clean up after it).
+  daemon=$(pgrep -o -f -- "--daemon .*--host $MH_NS2\$")
   [ -n "$daemon" ] || fail "no daemon for $MH_NS2"
   kill -9 $daemon
   wait_for 30 bash -c "! kill -0 $launcher 2>/dev/null" || { kill -9 $launcher; fail "launcher did not end"; }
@@ -111,6 +113,8 @@ kill_daemon)
   [ "$rc" != 0 ] || fail "exit code 0 after a daemon died"
   expect "host $MH_NS2: .*node daemon" "$out/e"
   wait_for 5 ns_empty || fail "processes left in a namespace"
+  job_dirs() { ls -d "${TMPDIR:-/dev/shm}/sparkrun.$daemon".* 2>/dev/null; }
+  wait_for 5 eval '[ -z "$(job_dirs)" ]' || fail "the killed daemon's job dir was left behind: $(job_dirs)"
   ;;
 kill_launcher)
   # SIGKILL the launcher: nothing may survive in any namespace.

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "exit_rules.hpp"
+#include "job_dir.hpp"
 #include "net/socket.hpp"
 #include "ompi_direct_launch.hpp"
 #include "orphan_guard.hpp"
@@ -50,45 +51,6 @@ Fd checked(int fd, const char* what) {
   if (fd < 0) throw std::system_error(errno, std::generic_category(), what);
   return Fd(fd);
 }
-
-// The job's temporary directory (PMIX_TMPDIR: the ranks' session directories, e.g. Open
-// MPI's); removed at the end. In $TMPDIR when set; otherwise in /dev/shm (tmpfs) when it is
-// there, else /tmp. Why not /tmp first: on a disk file system the directory's creation and
-// removal are journal operations (~0.2 ms on an idle machine, and they can wait for the
-// journal when other processes write), for a directory that, for most jobs, stays empty.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::vector<std::string> bases;
-    if (base && *base) {
-      bases.emplace_back(base);
-    } else {
-      if (::access("/dev/shm", W_OK | X_OK) == 0) bases.emplace_back("/dev/shm");
-      bases.emplace_back("/tmp");
-    }
-    for (const auto& b : bases) {
-      std::string tmpl = b + "/sparkrun.XXXXXX";
-      if (::mkdtemp(tmpl.data()) != nullptr) {
-        path_ = tmpl;
-        return;
-      }
-      if (&b == &bases.back()) {
-        throw std::system_error(errno, std::generic_category(), "mkdtemp " + tmpl);
-      }
-    }
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Epoll tags: kind in the high half, index in the low half.
 enum Kind : uint32_t { kSignal = 1, kWakeup, kTimeout, kGrace, kDrain, kOut, kErr };
@@ -548,7 +510,7 @@ void install_fault_guard() {
 int Runner::run() {
   install_fault_guard();
   raise_fd_limit(spec_.plan.nodes.at(static_cast<size_t>(spec_.node)).ranks.size());
-  TempDir tmp;
+  JobDir tmp;
   setup_loop();
   // Before PMIx creates threads: the watcher is forked from a single-threaded process.
   guard_ = std::make_unique<OrphanGuard>(static_cast<int>(spec_.plan.size));

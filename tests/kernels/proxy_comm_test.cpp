@@ -107,7 +107,7 @@ TEST_P(ProxyOverComm, StoppedRankIsNamed) {
                                             ReduceOp::sum, ex, clock) != sk::KernelStatus::failed) {
           return 1;
         }
-        const sk::FailureRecordData& r = hc.ch.ctl->record;
+        const sk::FailureRecordData& r = *sk::published_record(hc.ch.ctl);
         spark::FailureRecord rec;
         std::memcpy(static_cast<void*>(&rec), &r, sizeof rec);
         std::fprintf(stderr, "rank %d: %s\n", rank, spark::to_string(rec).c_str());

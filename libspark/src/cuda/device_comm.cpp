@@ -144,10 +144,10 @@ class DeviceCommImpl {
   }
 
   std::optional<FailureRecord> failure() const {
-    if (sk::load_acquire(&host_.ctl->state) == sk::kStateFailed) {
+    if (const sk::FailureRecordData* record = sk::published_record(host_.ctl)) {
       static_assert(sizeof(FailureRecord) == sizeof(sk::FailureRecordData));
       FailureRecord r;
-      std::memcpy(static_cast<void*>(&r), &host_.ctl->record, sizeof r);
+      std::memcpy(static_cast<void*>(&r), record, sizeof r);
       return r;
     }
     return comm_.failure();

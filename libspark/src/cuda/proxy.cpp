@@ -47,11 +47,10 @@ void Proxy::run() noexcept {
 }
 
 void Proxy::report() noexcept {
-  // A record being written (state writing) is complete within microseconds.
-  while (sk::load_acquire(&ch_.ctl->state) == sk::kStateWriting) std::this_thread::yield();
-  if (!on_failure_) return;
+  const sk::FailureRecordData* record = sk::published_record(ch_.ctl);
+  if (!on_failure_ || record == nullptr) return;
   try {
-    on_failure_(ch_.ctl->record);
+    on_failure_(*record);
   } catch (...) {
     // Reporting must not take the process down from a background thread.
   }

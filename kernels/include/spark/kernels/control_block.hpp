@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <thread>
 
 #include "spark/failure_record.h"
 #include "spark/kernels/hd.hpp"
@@ -56,6 +57,15 @@ inline void init_control_block(ControlBlock* ctl, std::int32_t rank, std::uint32
 
 SPARK_HD inline bool is_failed(const ControlBlock* ctl) {
   return load_acquire(&ctl->state) != kStateHealthy;
+}
+
+/// For CPU readers: the record once its writer has published it (state failed), nullptr while
+/// the communicator is healthy. A writer that has claimed it (state writing) finishes within
+/// microseconds; reading before the release of kStateFailed would see a half-written record.
+inline const FailureRecordData* published_record(const ControlBlock* ctl) {
+  std::uint32_t state;
+  while ((state = load_acquire(&ctl->state)) == kStateWriting) std::this_thread::yield();
+  return state == kStateFailed ? &ctl->record : nullptr;
 }
 
 /// Takes effect at the next iteration of every wait, on the host and on the GPU.

@@ -1,6 +1,6 @@
 """Drives one python-label test: runs real jobs under sparkrun (or by hand) and checks them.
     run_case.py CASE SPARKRUN
-Prints PASS, or FAIL: <why>; exits 77 (skip) with the reason when torch is not available."""
+Prints PASS, or FAIL: <why>; exits 77 (skip) with the reason when the torch backend is not built."""
 import glob
 import os
 import re
@@ -21,12 +21,15 @@ def fail(why):
 
 
 def need_torch():
+    if os.environ.get("SPARK_TEST_TORCH_BUILT") != "1":
+        print("SKIP: the torch backend is not built here (configure found no libtorch-dev / "
+              "python3-torch: install them and reconfigure)")
+        sys.exit(77)
     try:
         import torch  # noqa: F401
         from sparkrun import _c10d  # noqa: F401
     except ImportError as e:
-        print(f"SKIP: torch backend not available here ({e}); install python3-torch and libtorch-dev")
-        sys.exit(77)
+        fail(f"the torch backend was built but does not import: {e}")
 
 
 def run(cmd, env=None, timeout=120):

@@ -4,13 +4,7 @@
 # must exit 0; a rank that never answers must turn into FAIL rows (and exit 1), not a hang;
 # an interface at MTU 1500 is a warning (exit 1) while RDMA still passes.
 set -u
-failed=0
-run() {
-  name=$1; shift
-  echo "=== $name: $*"
-  t0=$(date +%s)
-  if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
-}
+. /vm_lib.sh
 # doctor_all_well N: N ranks, N*(N-1)/2 pairs x 2 lanes of "rdma write ... ok", reach rows
 # direct on both lanes, "all well", exit 0.
 doctor_all_well() {

@@ -4,13 +4,7 @@
 # SPARK_TEST_ROCE adds "roce" to their transport list; the rendezvous runs over the VM's
 # loopback, the data over rxe0. One boot for all three: the boot is a fifth of the time.
 set -u
-failed=0
-run() {
-  name=$1; shift
-  echo "=== $name: $*"
-  t0=$(date +%s)
-  if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
-}
+. /vm_lib.sh
 export SPARK_TEST_ROCE=1
 export SPARK_LANES=rxe0
 run collectives_roce_2 libspark_collectives_test --gtest_filter='*roce_2ranks*' --gtest_brief=1

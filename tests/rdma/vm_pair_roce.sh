@@ -1,4 +1,4 @@
-# Runs inside each VM of vm_pair.sh (two links: ethK = 10.60.K.NODE/24 with rxeK): RoCE v2
+# Runs inside each VM of vm_mesh.sh --links 1-2,1-2 (two links: ethK = 10.60.K.NODE/24 with rxeK): RoCE v2
 # across a real wire. Node 1 is rank 0 (rendezvous on 10.60.0.1), node 2 is rank 1; each VM
 # checks its own results, so both consoles carry a verdict.
 #   1. the fabric map with RDMA lanes: two direct lane pairs, rxe0<->rxe0 and rxe1<->rxe1;
@@ -9,25 +9,10 @@ set -u
 node=$(cat /etc/spark_node)
 peer=$((3 - node))
 rank=$((node - 1))
-failed=0
-run() {
-  name=$1; shift
-  echo "=== $name: $*"
-  t0=$(date +%s)
-  if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
-}
-expect() { grep -qF -- "$1" "$2" || { echo "missing in $2: $1"; return 1; }; }
+. /vm_lib.sh
 export SPARK_RANK=$rank SPARK_SIZE=2 SPARK_HOST=vm$node SPARK_TRANSPORT=roce
 export SPARKNET_ROCE_TIMEOUT_MS=30000 SPARK_JOIN_TIMEOUT_MS=120000
 
-peer_up() {  # the other VM boots at its own pace
-  i=0
-  while [ $i -lt 150 ]; do
-    ping -c 1 -W 1 10.60.0.$peer >/dev/null 2>&1 && ping -c 1 -W 1 10.60.1.$peer >/dev/null 2>&1 && return 0
-    i=$((i + 1))
-  done
-  return 1
-}
 fabric() {
   SPARK_RENDEZVOUS=10.60.0.1:29500 spark_fabric_discover --write /tmp/map.json >/tmp/fab.out 2>&1
   rc=$?
@@ -58,21 +43,20 @@ stopped_peer() {
     [ $rc -ne 0 ] && grep -q 'seq [0-9]* step [0-9]*: no data from rank 1 on lane rxe[01] after' /tmp/stop.out
     return
   fi
-  pkts() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts; }
-  p0=$(pkts)
+  p0=$(pkts 0)
   allreduce_perf $args >/tmp/stop.out 2>&1 &
   pid=$!
   i=0
-  while [ $(( $(pkts) - p0 )) -lt 200 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+  while [ $(( $(pkts 0) - p0 )) -lt 200 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
   kill -STOP $pid || return 1
-  echo "stopped rank 1 after $(( $(pkts) - p0 )) packets on rxe0"
+  echo "stopped rank 1 after $(( $(pkts 0) - p0 )) packets on rxe0"
   grep -q '^State:.*T' /proc/$pid/status || return 1
   sleep 12  # node 1 gives up after 3 s
   kill -KILL $pid
   wait $pid
   return 0
 }
-run peer_up peer_up
+run peer_up reachable 10.60.0.$peer 10.60.1.$peer
 [ $failed -eq 0 ] || exit 1
 run fabric_rdma_lanes fabric
 run roce_collectives_2_links collectives

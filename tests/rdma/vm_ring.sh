@@ -14,14 +14,7 @@
 set -u
 node=$(cat /etc/spark_node)
 rank=$((node - 1))
-failed=0
-run() {
-  name=$1; shift
-  echo "=== $name: $*"
-  t0=$(date +%s)
-  if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
-}
-expect() { grep -qF -- "$1" "$2" || { echo "missing in $2: $1"; return 1; }; }
+. /vm_lib.sh
 ip=/usr/sbin/ip
 case $node in
   1) rv=10.60.0.1; neighbours="10.60.0.2 10.60.3.4"; $ip route add 10.60.1.0/24 via 10.60.0.2 ;;
@@ -32,18 +25,7 @@ esac
 export SPARK_HOST=vm$node SPARKNET_ROCE_TIMEOUT_MS=30000 SPARK_JOIN_TIMEOUT_MS=150000
 unset SPARK_TRANSPORT SPARK_LANES SPARK_IB_HCA
 job4() { p=$1; shift; env SPARK_RANK=$rank SPARK_SIZE=4 SPARK_RENDEZVOUS=$rv:$p "$@"; }
-pkts() { cat /sys/class/infiniband/rxe$1/ports/1/hw_counters/sent_pkts; }
 
-peer_up() {
-  for a in $neighbours 10.60.0.1; do
-    [ $node -eq 4 ] && [ $a = 10.60.0.1 ] && continue
-    i=0
-    until ping -c 1 -W 1 "$a" >/dev/null 2>&1; do
-      i=$((i + 1))
-      [ $i -lt 150 ] || { echo "no answer from $a"; return 1; }
-    done
-  done
-}
 
 ring_relay() {
   p0=$(pkts 0) p1=$(pkts 1)
@@ -101,7 +83,8 @@ stopped_relay() {
   return 0
 }
 
-run peer_up peer_up
+# Node 4 reaches the rendezvous (node 1) over its own cable.
+run peer_up reachable $neighbours $([ $node -eq 4 ] || echo 10.60.0.1)
 [ $failed -eq 0 ] || exit 1
 run ring_default_roce_relay ring_relay
 run ring_stopped_relay stopped_relay

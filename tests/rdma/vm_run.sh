@@ -11,7 +11,7 @@
 # Devices inside: dummy netdev dN (10.50.N.1/24, MTU --mtu, default 9000 as on a Spark) with
 # rxe device rxeN, N = 0..lanes-1 (--lanes 0: none).
 # --nic adds an e1000 NIC joined to another VM by a qemu socket on 127.0.0.1:PORT (one VM
-# listens, the other connects; vm_pair.sh does both). NIC K is ethK with 10.60.NET.NODE/24
+# listens, the other connects; vm_mesh.sh does both). NIC K is ethK with 10.60.NET.NODE/24
 # (NET defaults to K; vm_mesh.sh numbers subnets by link) and rxe device rxe(lanes+K); NODE is
 # --node (default 1), also in /etc/spark_node.
 # --build-only builds the initramfs (with e1000) and prints its path; --initrd boots a built
@@ -159,6 +159,7 @@ for b in "${bins[@]}"; do
   copy_with_libs "$b" "/bin/$(basename "$b")"
 done
 cp "$script" "$root/test.sh"
+cp "$(dirname "$0")/vm_lib.sh" "$root/vm_lib.sh"  # what the in-VM scripts share
 chmod +x "$root/test.sh"
 # Shared libraries are found through the standard paths; give ld.so a cache-free hint.
 echo "/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu" >"$root/etc/ld_library_path"

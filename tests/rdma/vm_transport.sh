@@ -4,13 +4,7 @@
 # rxe0+rxe1, a SIGSTOPped rank), then an MTU mismatch between peers (d1 set to 1500), then
 # RoCE lanes in the fabric map (spark_fabric_discover, when given) with two more rxe devices.
 set -u
-failed=0
-run() {
-  name=$1; shift
-  echo "=== $name: $*"
-  t0=$(date +%s)
-  if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
-}
+. /vm_lib.sh
 doctor_ok() { sparkrun doctor; }
 doctor_warns() {
   out=$(sparkrun doctor); rc=$?
@@ -32,7 +26,6 @@ run transport_mtu_mismatch spark_verbs_transport_test --ranks 2 --devices rxe0 -
 # 10.50.1.1/24); node b gets rxe2 on d2 (10.50.0.2/24) and rxe3 on d3 (10.50.1.2/24). Two
 # spark_fabric_discover ranks (what `sparkrun fabric` runs; env rendezvous here) must find
 # exactly the two same-subnet pairs, write a pin file, match it, and refuse a miscabled node.
-expect() { grep -qF -- "$1" "$2" || { echo "missing in $2: $1"; cat "$2"; return 1; }; }
 discover2() {  # $1 = node b's devices, rest = options for both
   hb=$1; shift
   SPARK_TRANSPORT=roce SPARK_IB_HCA=rxe0,rxe1 SPARK_RANK=0 SPARK_SIZE=2 SPARK_HOST=a \

@@ -14,14 +14,7 @@
 set -u
 node=$(cat /etc/spark_node)
 rank=$((node - 1))
-failed=0
-run() {
-  name=$1; shift
-  echo "=== $name: $*"
-  t0=$(date +%s)
-  if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
-}
-expect() { grep -qF -- "$1" "$2" || { echo "missing in $2: $1"; return 1; }; }
+. /vm_lib.sh
 case $node in
   1) rv=10.60.0.1; neighbours="10.60.0.2 10.60.1.3" ;;
   2) rv=10.60.0.1; neighbours="10.60.0.1 10.60.2.3" ;;
@@ -32,17 +25,7 @@ unset SPARK_TRANSPORT SPARK_LANES SPARK_IB_HCA
 # job3 PORT [VAR=value...] PROGRAM ARGS: this node's rank of a 3-rank job (env execs it, so a
 # background job's $! is the rank's pid).
 job3() { p=$1; shift; env SPARK_RANK=$rank SPARK_SIZE=3 SPARK_RENDEZVOUS=$rv:$p "$@"; }
-pkts() { cat /sys/class/infiniband/rxe$1/ports/1/hw_counters/sent_pkts; }
 
-peer_up() {  # the other VMs boot at their own pace
-  for ip in $neighbours; do
-    i=0
-    until ping -c 1 -W 1 "$ip" >/dev/null 2>&1; do
-      i=$((i + 1))
-      [ $i -lt 150 ] || { echo "no answer from $ip"; return 1; }
-    done
-  done
-}
 
 # 1. Default transport: roce to both neighbours, each on its own cable.
 default_roce() {
@@ -145,7 +128,7 @@ cable_down() {
   esac
 }
 
-run peer_up peer_up
+run peer_up reachable $neighbours
 [ $failed -eq 0 ] || exit 1
 run triangle_default_roce default_roce
 run triangle_map_wins_port1 map_wins

@@ -1,13 +1,7 @@
 # Runs inside the VM (see vm_run.sh): the standalone verbs tests on rxe0. Every case prints
 # its own PASS/FAIL line; the script's exit code is the number of failed cases.
 set -u
-failed=0
-run() {
-  name=$1; shift
-  echo "=== $name: $*"
-  t0=$(date +%s)
-  if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
-}
+. /vm_lib.sh
 # rdma-core's own ping-pong first: tells "the VM / rxe is broken" from "our code is broken".
 pingpong() {
   ibv_rc_pingpong -d rxe0 -g 1 -s 4096 -n 20 >/tmp/pp_srv.log 2>&1 &

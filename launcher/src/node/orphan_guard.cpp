@@ -36,10 +36,18 @@ struct WatcherArea {
 constexpr size_t kStackSize = 64 * 1024;
 constexpr int kMaxDepth = 8;  // the job dir holds PMIx's few levels; deeper is left alone
 
-// Removes the entries of the open directory `fd`, then nothing else (the caller removes the
-// directory itself). No allocation: a small buffer per level on the watcher's stack. Entries
-// removed while reading can shift the rest, so passes repeat until one removes nothing.
-void remove_entries(int fd, int depth) {
+// Calls `remove(name)` for every entry of the open directory `fd` (but "." and ".."), pass
+// after pass until a pass removes nothing: entries removed while reading can shift the rest.
+// No allocation: a small buffer on the caller's stack (the watcher calls it too).
+template <typename Remove>
+void remove_each_entry(int fd, Remove remove) {
+  struct Dirent64 {
+    std::uint64_t d_ino;
+    std::int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[1];
+  };
   char buf[2048];
   for (bool removed = true; removed;) {
     removed = false;
@@ -48,30 +56,28 @@ void remove_entries(int fd, int depth) {
       const long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
       if (n <= 0) break;
       for (long off = 0; off < n;) {
-        struct Dirent64 {
-          std::uint64_t d_ino;
-          std::int64_t d_off;
-          unsigned short d_reclen;
-          unsigned char d_type;
-          char d_name[1];
-        };
         const auto* e = reinterpret_cast<const Dirent64*>(buf + off);
         off += e->d_reclen;
         const char* name = e->d_name;
         if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
-        if (syscall(SYS_unlinkat, fd, name, 0) == 0) {
-          removed = true;
-        } else if (depth < kMaxDepth) {
-          const long sub =
-              syscall(SYS_openat, fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-          if (sub < 0) continue;
-          remove_entries(static_cast<int>(sub), depth + 1);
-          syscall(SYS_close, sub);
-          if (syscall(SYS_unlinkat, fd, name, AT_REMOVEDIR) == 0) removed = true;
-        }
+        if (remove(name)) removed = true;
       }
     }
   }
+}
+
+// Removes the entries of the open directory `fd`, then nothing else (the caller removes the
+// directory itself).
+void remove_entries(int fd, int depth) {
+  remove_each_entry(fd, [fd, depth](const char* name) {
+    if (syscall(SYS_unlinkat, fd, name, 0) == 0) return true;
+    if (depth >= kMaxDepth) return false;
+    const long sub = syscall(SYS_openat, fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) return false;
+    remove_entries(static_cast<int>(sub), depth + 1);
+    syscall(SYS_close, sub);
+    return syscall(SYS_unlinkat, fd, name, AT_REMOVEDIR) == 0;
+  });
 }
 
 // Unlinks the entries of directory `dir` whose names start with `prefix` (plain system calls,
@@ -83,31 +89,13 @@ int unlink_prefixed(const char* dir, const char* prefix) {
       syscall(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return 0;
   int count = 0;
-  char buf[2048];
-  for (bool removed = true; removed;) {  // removals while reading can shift entries: repeat
-    removed = false;
-    if (syscall(SYS_lseek, fd, 0, SEEK_SET) < 0) break;
-    for (;;) {
-      const long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
-      if (n <= 0) break;
-      for (long off = 0; off < n;) {
-        struct Dirent64 {
-          std::uint64_t d_ino;
-          std::int64_t d_off;
-          unsigned short d_reclen;
-          unsigned char d_type;
-          char d_name[1];
-        };
-        const auto* e = reinterpret_cast<const Dirent64*>(buf + off);
-        off += e->d_reclen;
-        if (std::strncmp(e->d_name, prefix, len) != 0) continue;
-        if (syscall(SYS_unlinkat, fd, e->d_name, 0) == 0) {
-          ++count;
-          removed = true;
-        }
-      }
+  remove_each_entry(static_cast<int>(fd), [fd, prefix, len, &count](const char* name) {
+    if (std::strncmp(name, prefix, len) != 0 || syscall(SYS_unlinkat, fd, name, 0) != 0) {
+      return false;
     }
-  }
+    ++count;
+    return true;
+  });
   syscall(SYS_close, fd);
   return count;
 }

@@ -5,10 +5,10 @@
  * rank): time_us is the whole step, coll_us and algbw the collective's own share.
  *   mpirun -n 2 ./mpi_allreduce -b 1024 -e 16777216 -f 2 -n 20 -w 5 [-W 200 -J 50] */
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,14 +42,33 @@ int main(int argc, char** argv) {
   int iters = 20, warmup = 5, opt, rank;
   while ((opt = getopt(argc, argv, "b:e:f:n:w:W:J:")) != -1) {
     switch (opt) {
-      case 'b': lo = strtoull(optarg, NULL, 10); break;
-      case 'e': hi = strtoull(optarg, NULL, 10); break;
-      case 'f': factor = atof(optarg); break;
-      case 'n': iters = atoi(optarg); break;
-      case 'w': warmup = atoi(optarg); break;
-      case 'W': work = atof(optarg); break;
-      case 'J': jitter = atof(optarg); break;
-      default: fprintf(stderr, "usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-W work_us -J jitter_us]\n", argv[0]); return 2;
+      case 'b':
+        lo = strtoull(optarg, NULL, 10);
+        break;
+      case 'e':
+        hi = strtoull(optarg, NULL, 10);
+        break;
+      case 'f':
+        factor = atof(optarg);
+        break;
+      case 'n':
+        iters = atoi(optarg);
+        break;
+      case 'w':
+        warmup = atoi(optarg);
+        break;
+      case 'W':
+        work = atof(optarg);
+        break;
+      case 'J':
+        jitter = atof(optarg);
+        break;
+      default:
+        fprintf(stderr,
+                "usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-W work_us -J "
+                "jitter_us]\n",
+                argv[0]);
+        return 2;
     }
   }
   MPI_Init(&argc, &argv);
@@ -57,7 +76,10 @@ int main(int argc, char** argv) {
   size_t n = hi / sizeof(float) + 1;
   float* in = malloc(n * sizeof(float));
   float* out = malloc(n * sizeof(float));
-  for (size_t i = 0; i < n; ++i) { in[i] = (float)(i % 7); out[i] = 0; }
+  for (size_t i = 0; i < n; ++i) {
+    in[i] = (float)(i % 7);
+    out[i] = 0;
+  }
   if (jitter < 0) jitter = work / 4;
   double* steps = malloc((size_t)iters * sizeof(double));
   uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1);
@@ -65,7 +87,8 @@ int main(int argc, char** argv) {
   if (rank == 0) printf("size,time_us,algbw_GBps,coll_us\n");
   for (double sz = (double)(lo < 4 ? 4 : lo); sz <= (double)hi * 1.0000001; sz *= factor) {
     int count = (int)((size_t)sz / sizeof(float));
-    for (int i = 0; i < warmup; ++i) MPI_Allreduce(in, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < warmup; ++i)
+      MPI_Allreduce(in, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime(), coll = 0;
     for (int i = 0; i < iters; ++i) {

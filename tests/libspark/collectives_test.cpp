@@ -18,7 +18,8 @@ constexpr std::size_t kBig = 8u << 20;  // bytes, for a subset
 int check_allreduce(CommunicatorImpl& comm, int& salt) {
   int errors = 0;
   const int n = comm.size();
-  for (AllreduceAlgo algo : {AllreduceAlgo::automatic, AllreduceAlgo::one_shot, AllreduceAlgo::two_phase}) {
+  for (AllreduceAlgo algo :
+       {AllreduceAlgo::automatic, AllreduceAlgo::one_shot, AllreduceAlgo::two_phase}) {
     comm.set_allreduce_algo(algo);
     for (DType dt : kAllDTypes)
       for (ReduceOp op : kAllOps)
@@ -34,9 +35,9 @@ int check_allreduce(CommunicatorImpl& comm, int& salt) {
             } else {
               comm.allreduce(in.data(), out.data(), count, dt, op);
             }
-            RANK_CHECK(out == expect, "allreduce algo %d %s %s count %zu in_place %d", static_cast<int>(algo),
-                       std::string(to_string(dt)).c_str(), std::string(to_string(op)).c_str(), count,
-                       static_cast<int>(in_place));
+            RANK_CHECK(out == expect, "allreduce algo %d %s %s count %zu in_place %d",
+                       static_cast<int>(algo), std::string(to_string(dt)).c_str(),
+                       std::string(to_string(op)).c_str(), count, static_cast<int>(in_place));
             // Bit-identical on every rank.
             std::uint64_t h = fnv(out.data(), out.size());
             std::vector<std::uint64_t> all(static_cast<std::size_t>(n));
@@ -60,7 +61,8 @@ int check_reduce_scatter(CommunicatorImpl& comm, int& salt) {
         auto full = reference(dt, op, n, salt, total);
         std::vector<std::byte> out(count * es);
         comm.reduce_scatter(in.data(), out.data(), count, dt, op);
-        RANK_CHECK(std::memcmp(out.data(), full.data() + static_cast<std::size_t>(comm.rank()) * count * es,
+        RANK_CHECK(std::memcmp(out.data(),
+                               full.data() + static_cast<std::size_t>(comm.rank()) * count * es,
                                count * es) == 0,
                    "reduce_scatter %s %s count %zu", std::string(to_string(dt)).c_str(),
                    std::string(to_string(op)).c_str(), count);
@@ -83,8 +85,10 @@ int check_data_movement(CommunicatorImpl& comm, int& salt) {
         comm.allgather(in.data(), out.data(), count, dt);
         for (int r = 0; r < n; ++r) {
           auto e = gen(dt, r, salt, count);
-          RANK_CHECK(std::memcmp(out.data() + static_cast<std::size_t>(r) * count * es, e.data(), e.size()) == 0,
-                     "allgather %s count %zu block %d", std::string(to_string(dt)).c_str(), count, r);
+          RANK_CHECK(std::memcmp(out.data() + static_cast<std::size_t>(r) * count * es, e.data(),
+                                 e.size()) == 0,
+                     "allgather %s count %zu block %d", std::string(to_string(dt)).c_str(), count,
+                     r);
         }
       }
       // broadcast from a rotating root
@@ -102,12 +106,14 @@ int check_data_movement(CommunicatorImpl& comm, int& salt) {
         std::vector<std::byte> in(un * count * es), out(un * count * es);
         for (int j = 0; j < n; ++j) {
           auto b = gen(dt, me, salt * 64 + j, count);
-          if (!b.empty()) std::memcpy(in.data() + static_cast<std::size_t>(j) * count * es, b.data(), b.size());
+          if (!b.empty())
+            std::memcpy(in.data() + static_cast<std::size_t>(j) * count * es, b.data(), b.size());
         }
         comm.alltoall(in.data(), out.data(), count, dt);
         for (int r = 0; r < n; ++r) {
           auto e = gen(dt, r, salt * 64 + me, count);
-          RANK_CHECK(std::memcmp(out.data() + static_cast<std::size_t>(r) * count * es, e.data(), e.size()) == 0,
+          RANK_CHECK(std::memcmp(out.data() + static_cast<std::size_t>(r) * count * es, e.data(),
+                                 e.size()) == 0,
                      "alltoall %s count %zu from %d", std::string(to_string(dt)).c_str(), count, r);
         }
       }
@@ -115,7 +121,8 @@ int check_data_movement(CommunicatorImpl& comm, int& salt) {
       ++salt;
       {
         auto cnt = [&](int from, int to) {
-          return (count + static_cast<std::size_t>(from) + 2 * static_cast<std::size_t>(to)) % (count + 3);
+          return (count + static_cast<std::size_t>(from) + 2 * static_cast<std::size_t>(to)) %
+                 (count + 3);
         };
         std::vector<std::size_t> sc(un), sd(un), rc(un), rd(un);
         std::size_t st = 0, rt = 0;
@@ -131,13 +138,16 @@ int check_data_movement(CommunicatorImpl& comm, int& salt) {
         std::vector<std::byte> in(st * es), out(rt * es);
         for (int j = 0; j < n; ++j) {
           auto b = gen(dt, me, salt * 64 + j, sc[static_cast<std::size_t>(j)]);
-          if (!b.empty()) std::memcpy(in.data() + sd[static_cast<std::size_t>(j)] * es, b.data(), b.size());
+          if (!b.empty())
+            std::memcpy(in.data() + sd[static_cast<std::size_t>(j)] * es, b.data(), b.size());
         }
         comm.alltoallv(in.data(), sc.data(), sd.data(), out.data(), rc.data(), rd.data(), dt);
         for (int r = 0; r < n; ++r) {
           auto e = gen(dt, r, salt * 64 + me, rc[static_cast<std::size_t>(r)]);
-          RANK_CHECK(std::memcmp(out.data() + rd[static_cast<std::size_t>(r)] * es, e.data(), e.size()) == 0,
-                     "alltoallv %s count %zu from %d", std::string(to_string(dt)).c_str(), count, r);
+          RANK_CHECK(std::memcmp(out.data() + rd[static_cast<std::size_t>(r)] * es, e.data(),
+                                 e.size()) == 0,
+                     "alltoallv %s count %zu from %d", std::string(to_string(dt)).c_str(), count,
+                     r);
         }
       }
       // send/recv around a ring (even ranks send first)
@@ -153,8 +163,8 @@ int check_data_movement(CommunicatorImpl& comm, int& salt) {
           comm.recv(got.data(), count, dt, left);
           comm.send(mine.data(), count, dt, right);
         }
-        RANK_CHECK(got == gen(dt, left, salt, count), "send/recv %s count %zu", std::string(to_string(dt)).c_str(),
-                   count);
+        RANK_CHECK(got == gen(dt, left, salt, count), "send/recv %s count %zu",
+                   std::string(to_string(dt)).c_str(), count);
       }
       comm.barrier();
     }
@@ -179,8 +189,10 @@ int check_big(CommunicatorImpl& comm) {
     std::vector<std::byte> out(per * 4);
     comm.reduce_scatter(in.data(), out.data(), per, DType::f32, ReduceOp::sum);
     auto full = reference(DType::f32, ReduceOp::sum, n, 1001, per * static_cast<std::size_t>(n));
-    RANK_CHECK(std::memcmp(out.data(), full.data() + static_cast<std::size_t>(comm.rank()) * per * 4, per * 4) == 0,
-               "reduce_scatter 8 MiB");
+    RANK_CHECK(
+        std::memcmp(out.data(), full.data() + static_cast<std::size_t>(comm.rank()) * per * 4,
+                    per * 4) == 0,
+        "reduce_scatter 8 MiB");
     std::vector<std::byte> all(per * 4 * static_cast<std::size_t>(n));
     comm.allgather(out.data(), all.data(), per, DType::f32);
     RANK_CHECK(all == full, "allgather 8 MiB");
@@ -194,21 +206,26 @@ TEST_P(Collectives, EveryCollectiveDtypeOpAndSize) {
   RankSpec spec;
   spec.size = std::get<0>(GetParam());
   spec.transport = std::get<1>(GetParam());
-  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int) {
-    int salt = 0;
-    int errors = check_allreduce(comm, salt);
-    errors += check_reduce_scatter(comm, salt);
-    errors += check_data_movement(comm, salt);
-    if (comm.size() == 2 || comm.size() == 3) errors += check_big(comm);
-    return errors == 0 ? 0 : 1;
-  }, std::chrono::seconds(240));
+  auto codes = run_ranks(
+      spec,
+      [](CommunicatorImpl& comm, int) {
+        int salt = 0;
+        int errors = check_allreduce(comm, salt);
+        errors += check_reduce_scatter(comm, salt);
+        errors += check_data_movement(comm, salt);
+        if (comm.size() == 2 || comm.size() == 3) errors += check_big(comm);
+        return errors == 0 ? 0 : 1;
+      },
+      std::chrono::seconds(240));
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::ValuesIn(test_transports())),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::ValuesIn(test_transports())),
                          [](const auto& info) {
-                           return std::get<1>(info.param) + "_" + std::to_string(std::get<0>(info.param)) + "ranks";
+                           return std::get<1>(info.param) + "_" +
+                                  std::to_string(std::get<0>(info.param)) + "ranks";
                          });
 
 // The fold order is fixed (rank 0, 1, 2, 3): values chosen so that any other order differs.
@@ -226,7 +243,8 @@ TEST(Determinism, FixedRankOrderForF32AndBf16) {
         comm.set_allreduce_algo(algo);
         std::vector<float> x(1000, f[rank]);
         comm.allreduce(x.data(), x.data(), x.size(), DType::f32, ReduceOp::sum);
-        for (float v : x) RANK_CHECK(v == 1.0f, "f32 sum gave %g, expected 1 (rank order)", static_cast<double>(v));
+        for (float v : x)
+          RANK_CHECK(v == 1.0f, "f32 sum gave %g, expected 1 (rank order)", static_cast<double>(v));
         std::vector<std::uint16_t> y(1000, coll::float_to_bf16(b[rank]));
         comm.allreduce(y.data(), y.data(), y.size(), DType::bf16, ReduceOp::sum);
         for (auto v : y)
@@ -235,7 +253,8 @@ TEST(Determinism, FixedRankOrderForF32AndBf16) {
       }
       return errors == 0 ? 0 : 1;
     });
-    for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << transport << " rank " << r;
+    for (std::size_t r = 0; r < codes.size(); ++r)
+      EXPECT_EQ(codes[r], 0) << transport << " rank " << r;
   }
 }
 

@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <map>
@@ -144,15 +144,15 @@ inline std::vector<int> run_ranks(const RankSpec& spec,
 }
 
 /// Reports a check failure from inside a rank and remembers it.
-#define RANK_CHECK(cond, ...)                                   \
-  do {                                                          \
-    if (!(cond)) {                                              \
-      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", \
-                   comm.rank(), __FILE__, __LINE__, #cond);      \
-      std::fprintf(stderr, __VA_ARGS__);                        \
-      std::fprintf(stderr, "\n");                               \
-      ++errors;                                                 \
-    }                                                           \
+#define RANK_CHECK(cond, ...)                                                                     \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", comm.rank(), __FILE__, __LINE__, \
+                   #cond);                                                                        \
+      std::fprintf(stderr, __VA_ARGS__);                                                          \
+      std::fprintf(stderr, "\n");                                                                 \
+      ++errors;                                                                                   \
+    }                                                                                             \
   } while (0)
 
 }  // namespace spark::test

@@ -21,32 +21,44 @@ std::vector<T> run(DType dt, ReduceOp op, std::vector<std::vector<T>> in) {
 }
 
 TEST(Reduce, EveryOpOnIntegersAndFloats) {
-  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::sum, {{1, -5}, {2, 7}, {3, 1}}), (std::vector<std::int32_t>{6, 3}));
-  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::prod, {{2, -5}, {3, 7}}), (std::vector<std::int32_t>{6, -35}));
-  EXPECT_EQ(run<std::int64_t>(DType::i64, ReduceOp::min, {{2, -5}, {3, 7}}), (std::vector<std::int64_t>{2, -5}));
-  EXPECT_EQ(run<std::int64_t>(DType::i64, ReduceOp::max, {{2, -5}, {3, 7}}), (std::vector<std::int64_t>{3, 7}));
-  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::avg, {{2, -5}, {4, 8}}), (std::vector<std::int32_t>{3, 1}));
-  EXPECT_EQ(run<std::uint8_t>(DType::u8, ReduceOp::sum, {{200}, {100}}), (std::vector<std::uint8_t>{44}));  // wraps
-  EXPECT_EQ(run<std::uint8_t>(DType::u8, ReduceOp::avg, {{200}, {100}}), (std::vector<std::uint8_t>{150}));
+  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::sum, {{1, -5}, {2, 7}, {3, 1}}),
+            (std::vector<std::int32_t>{6, 3}));
+  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::prod, {{2, -5}, {3, 7}}),
+            (std::vector<std::int32_t>{6, -35}));
+  EXPECT_EQ(run<std::int64_t>(DType::i64, ReduceOp::min, {{2, -5}, {3, 7}}),
+            (std::vector<std::int64_t>{2, -5}));
+  EXPECT_EQ(run<std::int64_t>(DType::i64, ReduceOp::max, {{2, -5}, {3, 7}}),
+            (std::vector<std::int64_t>{3, 7}));
+  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::avg, {{2, -5}, {4, 8}}),
+            (std::vector<std::int32_t>{3, 1}));
+  EXPECT_EQ(run<std::uint8_t>(DType::u8, ReduceOp::sum, {{200}, {100}}),
+            (std::vector<std::uint8_t>{44}));  // wraps
+  EXPECT_EQ(run<std::uint8_t>(DType::u8, ReduceOp::avg, {{200}, {100}}),
+            (std::vector<std::uint8_t>{150}));
   EXPECT_EQ(run<float>(DType::f32, ReduceOp::avg, {{1.0f}, {2.0f}}), (std::vector<float>{1.5f}));
   EXPECT_EQ(run<double>(DType::f64, ReduceOp::prod, {{1.5}, {-2.0}}), (std::vector<double>{-3.0}));
   // Integer overflow wraps instead of being undefined.
-  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::sum, {{std::numeric_limits<std::int32_t>::max()}, {1}}),
+  EXPECT_EQ(run<std::int32_t>(DType::i32, ReduceOp::sum,
+                              {{std::numeric_limits<std::int32_t>::max()}, {1}}),
             (std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min()}));
 }
 
 TEST(Reduce, FoldsInInputOrder) {
   // ((1e8 + 1) - 1e8) + 1 == 1 in float; any other order gives 0 or 2.
-  EXPECT_EQ(run<float>(DType::f32, ReduceOp::sum, {{1e8f}, {1.0f}, {-1e8f}, {1.0f}}), (std::vector<float>{1.0f}));
-  EXPECT_EQ(run<float>(DType::f32, ReduceOp::sum, {{1.0f}, {1.0f}, {1e8f}, {-1e8f}}), (std::vector<float>{0.0f}));
+  EXPECT_EQ(run<float>(DType::f32, ReduceOp::sum, {{1e8f}, {1.0f}, {-1e8f}, {1.0f}}),
+            (std::vector<float>{1.0f}));
+  EXPECT_EQ(run<float>(DType::f32, ReduceOp::sum, {{1.0f}, {1.0f}, {1e8f}, {-1e8f}}),
+            (std::vector<float>{0.0f}));
 }
 
 TEST(Reduce, OutputMayAliasAnyInput) {
   for (int alias = 0; alias < 3; ++alias) {
-    std::vector<std::vector<float>> in = {std::vector<float>(3000, 1.0f), std::vector<float>(3000, 2.0f),
+    std::vector<std::vector<float>> in = {std::vector<float>(3000, 1.0f),
+                                          std::vector<float>(3000, 2.0f),
                                           std::vector<float>(3000, 4.0f)};
     std::vector<const void*> p = {in[0].data(), in[1].data(), in[2].data()};
-    reduce_n(in[static_cast<std::size_t>(alias)].data(), p.data(), 3, 3000, DType::f32, ReduceOp::sum);
+    reduce_n(in[static_cast<std::size_t>(alias)].data(), p.data(), 3, 3000, DType::f32,
+             ReduceOp::sum);
     for (float v : in[static_cast<std::size_t>(alias)]) ASSERT_EQ(v, 7.0f) << "alias " << alias;
   }
 }
@@ -70,7 +82,7 @@ TEST(Convert, F16RoundTripsEveryValue) {
     ASSERT_EQ(float_to_f16(f), x) << std::hex << i;
   }
   EXPECT_EQ(float_to_f16(65504.0f), 0x7bff);
-  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);  // rounds to infinity
+  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);            // rounds to infinity
   EXPECT_EQ(float_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // tie to even
   EXPECT_EQ(f16_to_float(0x0001), std::ldexp(1.0f, -24));
 }

@@ -33,7 +33,7 @@ int main(void) {
   CHECK(spark_format_failure(&record, line, sizeof line) > 0);
   CHECK(strcmp(line, "rank 0: barrier seq 0 step 0: rank 1 closed its connection after 0 ms") == 0);
   CHECK(spark_failure_record_size() == sizeof(spark_failure_record));
-  {  /* sub-communicators: a split, a negative color, a dup, each usable and freed */
+  { /* sub-communicators: a split, a negative color, a dup, each usable and freed */
     spark_comm* sub = NULL;
     spark_comm* none = (spark_comm*)1;
     spark_comm* dup = NULL;

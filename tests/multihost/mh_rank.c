@@ -13,16 +13,19 @@
 
 static pmix_proc_t me;
 
-static int get_str(pmix_rank_t rank, const char *key, char *buf, size_t len) {
+static int get_str(pmix_rank_t rank, const char* key, char* buf, size_t len) {
   pmix_proc_t p;
   PMIX_LOAD_PROCID(&p, me.nspace, rank);
-  pmix_value_t *v = NULL;
+  pmix_value_t* v = NULL;
   int ok = 0;
   buf[0] = 0;
   if (PMIx_Get(&p, key, NULL, 0, &v) == PMIX_SUCCESS && v) {
-    if (v->type == PMIX_STRING) snprintf(buf, len, "%s", v->data.string), ok = 1;
-    else if (v->type == PMIX_UINT32) snprintf(buf, len, "%u", v->data.uint32), ok = 1;
-    else if (v->type == PMIX_UINT16) snprintf(buf, len, "%u", v->data.uint16), ok = 1;
+    if (v->type == PMIX_STRING)
+      snprintf(buf, len, "%s", v->data.string), ok = 1;
+    else if (v->type == PMIX_UINT32)
+      snprintf(buf, len, "%u", v->data.uint32), ok = 1;
+    else if (v->type == PMIX_UINT16)
+      snprintf(buf, len, "%u", v->data.uint16), ok = 1;
     PMIX_VALUE_RELEASE(v);
   }
   return ok;
@@ -39,9 +42,9 @@ static void fence(void) {
   }
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  const char *mode = argc > 1 ? argv[1] : "hello";
+  const char* mode = argc > 1 ? argv[1] : "hello";
   if (PMIx_Init(&me, NULL, 0) != PMIX_SUCCESS) {
     fprintf(stderr, "PMIx_Init failed\n");
     return 10;
@@ -51,10 +54,10 @@ int main(int argc, char **argv) {
   get_str(me.rank, PMIX_HOSTNAME, host, sizeof host);
   get_str(PMIX_RANK_WILDCARD, PMIX_LOCAL_PEERS, peers, sizeof peers);
   get_str(PMIX_RANK_WILDCARD, PMIX_LOCAL_SIZE, lsize, sizeof lsize);
-  const char *spark_host = getenv("SPARK_HOST");
+  const char* spark_host = getenv("SPARK_HOST");
   if (strcmp(mode, "hello") == 0) {
-    printf("hello rank %u size %s spark_host %s pmix_host %s local_peers %s local_size %s\n", me.rank, size,
-           spark_host ? spark_host : "-", host, peers, lsize);
+    printf("hello rank %u size %s spark_host %s pmix_host %s local_peers %s local_size %s\n",
+           me.rank, size, spark_host ? spark_host : "-", host, peers, lsize);
   } else if (strcmp(mode, "modex") == 0) {
     char val[64];
     snprintf(val, sizeof val, "rank-%u@%s", me.rank, spark_host ? spark_host : "-");
@@ -69,8 +72,10 @@ int main(int argc, char **argv) {
       char got[64], peer_host[256];
       get_str(r, PMIX_HOSTNAME, peer_host, sizeof peer_host);
       snprintf(val, sizeof val, "rank-%u@%s", r, peer_host);
-      if (get_str(r, "mh.key", got, sizeof got) && strcmp(got, val) == 0) ++ok;
-      else fprintf(stderr, "rank %u: key of rank %u: got '%s', want '%s'\n", me.rank, r, got, val);
+      if (get_str(r, "mh.key", got, sizeof got) && strcmp(got, val) == 0)
+        ++ok;
+      else
+        fprintf(stderr, "rank %u: key of rank %u: got '%s', want '%s'\n", me.rank, r, got, val);
     }
     printf("modex rank %u host %s ok %u/%u\n", me.rank, host, ok, n);
     fence();

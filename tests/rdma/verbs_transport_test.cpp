@@ -29,8 +29,8 @@
 
 #include "ctl_frame.hpp"
 #include "fabric/rdma_lanes.hpp"
-#include "verbs/verbs_error.hpp"
 #include "transport/verbs/verbs_transport.hpp"
+#include "verbs/verbs_error.hpp"
 
 using namespace spark::transport;
 using spark::test::recv_frame;

@@ -12,7 +12,8 @@ namespace spark::coll {
 
 /// out[i] = inputs[0][i] op ... op inputs[n-1][i] (avg: the sum divided by n). `out` may alias
 /// any input (each block of elements is read completely before it is written).
-void reduce_n(void* out, const void* const* inputs, int n, std::size_t count, DType dtype, ReduceOp op);
+void reduce_n(void* out, const void* const* inputs, int n, std::size_t count, DType dtype,
+              ReduceOp op);
 
 float f16_to_float(std::uint16_t h) noexcept;
 std::uint16_t float_to_f16(float f) noexcept;

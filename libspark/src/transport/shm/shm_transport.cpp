@@ -160,10 +160,9 @@ std::unique_ptr<Transport> make_shm(const Setup& s) {
   node_ranks.push_back(s.rank);
   std::sort(node_ranks.begin(), node_ranks.end());
   const CommOptions& o = *s.options;
-  return std::make_unique<ShmTransport>(s.rank, s.size, node_ranks,
-                                        o.job_id.empty() ? "job" : o.job_id,
-                                        s.nodes[static_cast<std::size_t>(s.rank)],
-                                        ShmOptions{o.slots, o.shm_slot_bytes});
+  return std::make_unique<ShmTransport>(
+      s.rank, s.size, node_ranks, o.job_id.empty() ? "job" : o.job_id,
+      s.nodes[static_cast<std::size_t>(s.rank)], ShmOptions{o.slots, o.shm_slot_bytes});
 }
 
 void ShmTransport::connect(const Setup& s, const std::vector<std::string>& endpoints) {

@@ -13,6 +13,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/node_layout.hpp"
+#include "bootstrap/wire.hpp"
 #include "spark/error.hpp"
 #include "spark/store.hpp"
 
@@ -21,54 +22,16 @@ namespace {
 
 constexpr const char* kNodeKey = "spark.node_id";
 
-void put_u32(std::vector<std::byte>& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
+// One rank's entries, in the env rendezvous' own record format (wire.hpp, fence_ok: u32 n,
+// n x (u32 rank, str key, bytes value)).
+std::vector<std::byte> encode(int rank,
+                              const std::map<std::string, std::vector<std::byte>>& entries) {
+  wire::Writer w(wire::Type::fence_ok);
+  w.u32(static_cast<std::uint32_t>(entries.size()));
+  for (const auto& [key, value] : entries)
+    w.u32(static_cast<std::uint32_t>(rank)).str(key).bytes(value);
+  return w.finish();
 }
-
-// Blob of one rank's entries: [u32 n] n x ([u32 klen][key][u32 vlen][value]), little-endian.
-std::vector<std::byte> encode(const std::map<std::string, std::vector<std::byte>>& entries) {
-  std::vector<std::byte> out;
-  put_u32(out, static_cast<std::uint32_t>(entries.size()));
-  for (const auto& [key, value] : entries) {
-    put_u32(out, static_cast<std::uint32_t>(key.size()));
-    const auto* k = reinterpret_cast<const std::byte*>(key.data());
-    out.insert(out.end(), k, k + key.size());
-    put_u32(out, static_cast<std::uint32_t>(value.size()));
-    out.insert(out.end(), value.begin(), value.end());
-  }
-  return out;
-}
-
-class BlobReader {
- public:
-  BlobReader(const std::vector<std::byte>& blob, int rank) : blob_(blob), rank_(rank) {}
-  std::uint32_t u32() {
-    need(4);
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(blob_[pos_ + i]) << (8 * i);
-    pos_ += 4;
-    return v;
-  }
-  std::vector<std::byte> bytes(std::size_t n) {
-    need(n);
-    std::vector<std::byte> v(blob_.begin() + static_cast<std::ptrdiff_t>(pos_),
-                             blob_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
-    pos_ += n;
-    return v;
-  }
-
- private:
-  void need(std::size_t n) const {
-    if (blob_.size() - pos_ < n)
-      throw BootstrapError(fmt::format(
-          "store bootstrap: rank {}'s entry in the key-value store is truncated: is another "
-          "program using the same keys (spark/...)? give each communicator its own store prefix",
-          rank_));
-  }
-  const std::vector<std::byte>& blob_;
-  int rank_;
-  std::size_t pos_ = 0;
-};
 
 class StoreBootstrap final : public Bootstrap {
  public:
@@ -106,7 +69,7 @@ class StoreBootstrap final : public Bootstrap {
 
   void fence(std::chrono::milliseconds timeout) override {
     const auto prefix = fmt::format("spark/fence/{}/", ++epoch_);
-    const auto blob = encode(pending_);
+    const auto blob = encode(rank_, pending_);
     pending_.clear();
     std::int64_t arrived = 0;
     guarded("set", [&] {
@@ -137,13 +100,7 @@ class StoreBootstrap final : public Bootstrap {
       if (r == rank_) continue;
       std::vector<std::byte> theirs;
       guarded("get", [&] { theirs = store_->get(prefix + std::to_string(r), timeout); });
-      BlobReader in(theirs, r);
-      const auto n = in.u32();
-      for (std::uint32_t i = 0; i < n; ++i) {
-        const auto kb = in.bytes(in.u32());
-        std::string key(reinterpret_cast<const char*>(kb.data()), kb.size());
-        entries_[{r, std::move(key)}] = in.bytes(in.u32());
-      }
+      absorb(theirs, r);
     }
   }
 
@@ -173,6 +130,26 @@ class StoreBootstrap final : public Bootstrap {
   }
 
  private:
+  // Takes rank `r`'s blob of this epoch into the entries.
+  void absorb(const std::vector<std::byte>& blob, int r) {
+    try {
+      if (blob.size() < 4) throw wire::ProtocolError("truncated");
+      wire::Reader in(std::span<const std::byte>(blob).subspan(4));
+      if (in.type() != wire::Type::fence_ok) throw wire::ProtocolError("not an entry list");
+      const auto n = in.u32();
+      for (std::uint32_t i = 0; i < n; ++i) {
+        (void)in.u32();  // the writer's rank: the key it was stored under says it
+        auto key = in.str();
+        entries_[{r, std::move(key)}] = in.bytes();
+      }
+    } catch (const wire::ProtocolError&) {
+      throw BootstrapError(fmt::format(
+          "store bootstrap: rank {}'s entry in the key-value store is truncated: is another "
+          "program using the same keys (spark/...)? give each communicator its own store prefix",
+          r));
+    }
+  }
+
   template <class F>
   void guarded(const char* what, F&& f) {
     try {

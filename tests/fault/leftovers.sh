@@ -99,7 +99,8 @@ run_case() {  # NAME TRANSPORT ACTION ARGS... (ACTION: none|kill_rank_wireup|...
   local job segs files
   job=$(cat "$W/job" 2>/dev/null)
   [ -n "$job" ] || { cat "$W/out"; fail "$name $transport: no rank started"; }
-  wait_for test -z "$(segments "$job")" || true
+  no_segments() { [ -z "$(segments "$job")" ]; }
+  wait_for no_segments || true  # the strict check follows
   segs=$(segments "$job")
   files=$(cd "$W/tmp" && find . -mindepth 1 | head -20)
   echo "$name $transport: exit $rc, job $job, segments left: $(echo -n "$segs" | grep -c .), files left: $(echo -n "$files" | grep -c .)"

@@ -237,11 +237,10 @@ void Runner::start_ranks() {
 
   // -v / --report-bindings: the ranks report their per-peer transport and lanes (a user's own
   // SPARK_LOG, in the environment or with -x, wins).
-  std::vector<EnvVar> wireup_log;
-  if (spec_.report_wireup &&
-      std::none_of(spec_.base_env.begin(), spec_.base_env.end(),
-                   [](const std::string& e) { return e.rfind("SPARK_LOG=", 0) == 0; }))
-    wireup_log.emplace_back("SPARK_LOG", "info:wireup");
+  const std::vector<EnvVar> wireup_log =
+      spec_.report_wireup
+          ? unless_set({{"SPARK_LOG", "info:wireup"}}, spec_.base_env, spec_.exports)
+          : std::vector<EnvVar>{};
   // Build every rank's request first (PMIx registration is done before any fork).
   std::vector<SpawnRequest> reqs(node.ranks.size());
   for (int l = 0; l < local_size; ++l) {

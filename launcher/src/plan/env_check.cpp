@@ -16,8 +16,8 @@ bool is_spark_name(std::string_view name) {
 
 }  // namespace
 
-RankEnvCheck check_rank_env(const std::vector<std::string>& environment,
-                            const std::vector<EnvVar>& exports) {
+std::string check_rank_env(const std::vector<std::string>& environment,
+                           const std::vector<EnvVar>& exports) {
   std::map<std::string, std::string> values;
   for (const auto& entry : environment) {
     const auto eq = entry.find('=');
@@ -29,13 +29,13 @@ RankEnvCheck check_rank_env(const std::vector<std::string>& environment,
     if (is_spark_name(name)) values[name] = value;
   }
   for (const auto& [name, value] : identity_env(RankIdentity{})) values.erase(name);
-  RankEnvCheck out;
+  if (values.empty()) return {};  // the defaults are valid by construction
   try {
-    out.unknown = config::Config::from_map(values).unknown_variables();
+    (void)config::Config::from_map(values);
   } catch (const ConfigError& e) {
-    out.error = e.what();
+    return e.what();
   }
-  return out;
+  return {};
 }
 
 }  // namespace spark::launch

@@ -12,14 +12,10 @@
 
 namespace spark::launch {
 
-struct RankEnvCheck {
-  std::string error;                 ///< the rank's ConfigError message; empty: accepted
-  std::vector<std::string> unknown;  ///< SPARK_* / SPARKNET_* names not in the table (typos?)
-};
-
-/// `environment`: "NAME=value" entries (sparkrun's environment); `exports`: the resolved -x
-/// variables, which win.
-RankEnvCheck check_rank_env(const std::vector<std::string>& environment,
-                            const std::vector<EnvVar>& exports);
+/// The rank's ConfigError message, or empty when the values are accepted. `environment`:
+/// "NAME=value" entries (sparkrun's environment); `exports`: the resolved -x variables, which
+/// win.
+std::string check_rank_env(const std::vector<std::string>& environment,
+                           const std::vector<EnvVar>& exports);
 
 }  // namespace spark::launch

@@ -35,13 +35,13 @@ bool user_set(const std::string& name, const std::vector<std::string>& base,
   return false;
 }
 
+}  // namespace
+
 std::vector<EnvVar> unless_set(std::vector<EnvVar> vars, const std::vector<std::string>& base,
                                const std::vector<EnvVar>& exports) {
   std::erase_if(vars, [&](const EnvVar& v) { return user_set(v.first, base, exports); });
   return vars;
 }
-
-}  // namespace
 
 EnvVar resolve_export(std::string_view arg, const std::vector<std::string>& environment) {
   size_t eq = arg.find('=');

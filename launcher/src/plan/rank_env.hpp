@@ -33,6 +33,11 @@ EnvVar resolve_export(std::string_view arg, const std::vector<std::string>& envi
 /// The SPARK_* identity variables for one rank.
 std::vector<EnvVar> identity_env(const RankIdentity& id);
 
+/// `vars` without the names the user set, in `base` ("NAME=value", sparkrun's environment) or
+/// in `exports` (-x): the user's value wins.
+std::vector<EnvVar> unless_set(std::vector<EnvVar> vars, const std::vector<std::string>& base,
+                               const std::vector<EnvVar>& exports);
+
 /// torchrun's per-rank variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK),
 /// so that torch.distributed.init_process_group() works under sparkrun as under torchrun.
 /// A name the user set, in `base` ("NAME=value", sparkrun's environment) or in `exports` (-x),

@@ -232,13 +232,12 @@ int sparkrun_main(int argc, char** argv) {
       const auto env = current_environment();
       std::vector<EnvVar> exports;
       for (const auto& x : r.options.exports) exports.push_back(resolve_export(x, env));
-      const RankEnvCheck checked = check_rank_env(env, exports);
-      if (!checked.error.empty()) {
+      const std::string refused = check_rank_env(env, exports);
+      if (!refused.empty()) {
         std::fprintf(stderr, "sparkrun: error: %s\nsparkrun: no rank was started\n",
-                     checked.error.c_str());
+                     refused.c_str());
         return kExitUsage;
       }
-      // checked.unknown: set names that are not in the knob table (likely typos).
     }
     if (!r.options.fabric_file.empty()) {
       if (int rc = check_pinned_fabric(args, r.options.command.size(), r.options.fabric_file))

@@ -10,6 +10,7 @@
 
 #include "coll/call_desc.hpp"
 #include "comm/communicator_impl.hpp"
+#include "record_fields.hpp"
 #include "spark/error.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -26,20 +27,13 @@ namespace spark {
 using transport::WaitKind;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-void copy_field(char* dst, std::size_t cap, const std::string& s) {
-  std::size_t n = std::min(cap - 1, s.size());
-  std::memcpy(dst, s.data(), n);
-  dst[n] = '\0';
-}
-}  // namespace
-
 void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, void* ctx,
                                  bool (*ready)(void*)) {
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
   const int wp = world_rank(peer);  // transports know world ranks
-  WaitPolicy& wait_policy_ = world_->wait_policy_;
-  auto& transports_ = world_->transports_;
+  // The world's: every communicator of the rank waits through one policy and its transports.
+  WaitPolicy& policy = world_->wait_policy_;
+  auto& transports = world_->transports_;
   Trace* trace = world_->trace_.get();
   const auto start = Clock::now();
   // How long to poll hot before blocking: the wait policy's budget (comm/wait_policy.hpp;
@@ -49,7 +43,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
   // sleeper is woken by the peer's send and preempts such a task. Measured on the loaded
   // 2-core VM, 1 KiB allreduce, 2 ranks shm (docs/collectives.md): yield-polling 193-1600 us
   // next to two compilers, blocking at once 17-43 us.
-  const auto spin_until = start + wait_policy_.spin_budget();
+  const auto spin_until = start + policy.spin_budget();
   Clock::time_point blocked_at{};  // first block (epoch: never blocked)
   const char* what = kind == WaitKind::data     ? "data from"
                      : kind == WaitKind::credit ? "slot at"
@@ -57,11 +51,11 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
   auto traced = [&] {
     const auto end = Clock::now();
     const bool blocked = blocked_at != Clock::time_point{};
-    wait_policy_.record(blocked ? blocked_at - start : end - start, end - start, blocked);
+    policy.record(blocked ? blocked_at - start : end - start, end - start, blocked);
     if (trace) trace->wait(op_.name, op_.seq, step, wp, t.lane_name(wp, kind), what, start, end);
   };
   for (;;) {
-    for (auto& tr : transports_) tr->progress();
+    for (auto& tr : transports) tr->progress();
     if (ready(ctx)) {
       traced();
       return;
@@ -79,13 +73,13 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     if (blocked_at == Clock::time_point{}) {
       blocked_at = now;
       // About to block anyway: the moment to look at the machine's load now and then.
-      if (wait_policy_.load_sample_due(now.time_since_epoch()))
-        wait_policy_.set_load(now.time_since_epoch(), world_->load_sampler_.runnable_per_cpu());
+      if (policy.load_sample_due(now.time_since_epoch()))
+        policy.set_load(now.time_since_epoch(), world_->load_sampler_.runnable_per_cpu());
     }
     std::string detail;
     if (t.peer_state(wp, &detail) != transport::PeerState::ok) {
       // Data that arrived before the close is still good: look once more.
-      for (auto& tr : transports_) tr->progress();
+      for (auto& tr : transports) tr->progress();
       if (ready(ctx)) {
         traced();
         return;
@@ -116,7 +110,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
         std::clamp(waited / 8, std::chrono::microseconds(5000), std::chrono::microseconds(20000));
     auto slice = std::min(limit - waited, grown);
     // Another transport has bytes queued that someone may depend on: keep it moving.
-    for (auto& tr : transports_)
+    for (auto& tr : transports)
       if (tr.get() != &t && tr->has_pending())
         slice = std::min(slice, std::chrono::microseconds(100));
     t.block(wp, kind, slice);
@@ -134,13 +128,9 @@ void CommunicatorImpl::fail(FailureCause cause, int peer, const std::string& lan
   r.waited_ms = waited_ms;
   r.timeout_ms = timeout_ms;
   r.cause = cause;
-  r.time_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
-  copy_field(r.lane, sizeof r.lane, lane);
-  copy_field(r.op, sizeof r.op, op_.name);
+  stamp_now(r);
   // A sub-communicator's failure fails the whole rank: the record says where it happened.
-  copy_field(r.detail, sizeof r.detail, world_ == this ? detail : name_ + ": " + detail);
+  set_texts(r, lane, op_.name, world_ == this ? detail : name_ + ": " + detail);
   throw CommFailure(world_->commit_failure(r));
 }
 

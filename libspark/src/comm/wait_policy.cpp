@@ -16,6 +16,7 @@
 namespace spark {
 
 using std::chrono::microseconds;
+using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 
 namespace {
@@ -119,8 +120,9 @@ void WaitPolicy::choose() noexcept {
 nanoseconds measure_wake_cost() {
   // Ping-pong through one futex word: 1 = main -> helper, 2 = helper -> main, 3 = stop.
   std::atomic<std::uint32_t> word{0};
-  auto wait_for = [&](std::uint32_t want) {
-    for (int spins = 0; spins < 100000; ++spins) {
+  auto wait_for = [&](std::uint32_t want) {  // at most 100 ms: init never waits on this long
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(100);
+    while (std::chrono::steady_clock::now() < deadline) {
       std::uint32_t v = word.load(std::memory_order_acquire);
       if (v == want || v == 3) return v == want;
       timespec ts{0, 10'000'000};  // a lost wake-up costs 10 ms, never a hang

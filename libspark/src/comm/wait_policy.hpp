@@ -65,7 +65,6 @@ class WaitPolicy {
   double cpu_price() const noexcept;
   /// The budget the cost model chose last (without probes).
   Ns chosen() const noexcept { return chosen_; }
-  const Settings& settings() const noexcept { return settings_; }
 
  private:
   void choose() noexcept;

@@ -66,7 +66,7 @@ void CommunicatorImpl::wire_up() {
   std::vector<std::string> notes, report;
   const auto chosen = transport::choose_transports(base, rank_ == 0 ? &notes : nullptr, &report);
   for (const auto& n : notes) std::fprintf(stderr, "spark: note: %s\n", n.c_str());
-  if (transport::report_wireup())
+  if (options_.log_wireup)  // sparkrun -v and --report-bindings set SPARK_LOG=info:wireup
     for (const auto& l : report) std::fprintf(stderr, "spark: wireup: %s\n", l.c_str());
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;

@@ -288,10 +288,15 @@ CommOptions CommOptions::from_config(const config::Config& config) {
   for (const config::Knob& knob : config::knobs())
     if (const auto value = knob.fill ? config.value(knob.name) : std::nullopt)
       knob.fill(o, knob, *value);
-  const auto& subsystems = config.log_subsystems();  // SPARK_LOG=info or trace, all or tcp
-  o.log_tcp = config.log_level() >= config::LogLevel::info &&
-              (subsystems.empty() ||
-               std::find(subsystems.begin(), subsystems.end(), "tcp") != subsystems.end());
+  // SPARK_LOG=info or trace, for every subsystem or the one named.
+  const auto& subsystems = config.log_subsystems();
+  const auto logs = [&](std::string_view subsystem) {
+    return config.log_level() >= config::LogLevel::info &&
+           (subsystems.empty() ||
+            std::find(subsystems.begin(), subsystems.end(), subsystem) != subsystems.end());
+  };
+  o.log_tcp = logs("tcp");
+  o.log_wireup = logs("wireup");
   return o;
 }
 

@@ -34,7 +34,8 @@ struct CommOptions {
   std::size_t tcp_slot_bytes = 256 * 1024;
   std::size_t slots = 8;
   std::optional<std::string> trace_path;  ///< SPARK_TRACE
-  bool log_tcp = false;  ///< SPARK_LOG=info or trace for tcp: dropped connections are printed
+  bool log_wireup = false;  ///< SPARK_LOG=info or trace for wireup: per-peer transport and lanes
+  bool log_tcp = false;     ///< SPARK_LOG=info or trace for tcp: dropped connections are printed
 
   static CommOptions from_config(const config::Config& config);
 };

@@ -32,13 +32,6 @@ const TransportKind& choose_transport(std::string_view wanted, bool same_node) {
   return *it;
 }
 
-bool report_wireup() {
-  const auto cfg = config::Config::from_environment();
-  const auto& subs = cfg.log_subsystems();
-  return cfg.log_level() >= config::LogLevel::info &&
-         (subs.empty() || std::find(subs.begin(), subs.end(), "wireup") != subs.end());
-}
-
 void publish_choice_facts(bootstrap::Bootstrap& boot, const CommOptions& options,
                           bool several_nodes) {
   if (roce_built()) publish_rdma_facts(boot, options, several_nodes);

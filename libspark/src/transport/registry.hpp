@@ -42,10 +42,6 @@ const TransportKind& choose_transport(std::string_view wanted, bool same_node);
 void publish_choice_facts(bootstrap::Bootstrap& boot, const CommOptions& options,
                           bool several_nodes);
 
-/// SPARK_LOG asks for the wire-up report (level info or finer, all subsystems or "wireup"):
-/// sparkrun -v and --report-bindings set SPARK_LOG=info:wireup.
-bool report_wireup();
-
 /// Every peer's transport (nullptr for this rank). With auto across nodes: roce to a peer the
 /// fabric map's RDMA lanes reach (directly or through one relay), else tcp; `notes` gets one
 /// line per node pair on tcp with the reason (rank 0 prints them once per job), `report` one

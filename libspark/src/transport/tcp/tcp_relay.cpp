@@ -1,4 +1,5 @@
 #include "transport/tcp/tcp_relay.hpp"
+#include "record_fields.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -17,12 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::uint32_t kDataFrame = 1;  // tcp_transport.cpp's data frame type (low byte of kind)
-
-void copy_field(char* dst, std::size_t cap, const std::string& s) {
-  std::size_t n = std::min(cap - 1, s.size());
-  std::memcpy(dst, s.data(), n);
-  dst[n] = '\0';
-}
 
 // One direction of a relayed connection: bytes read from `from` wait in `buf` for `to`.
 struct Dir {
@@ -221,18 +216,14 @@ void TcpRelay::run() noexcept {
             std::chrono::duration_cast<std::chrono::milliseconds>(t - d.since).count());
         rec.timeout_ms = static_cast<std::uint32_t>(timeout_.count());
         rec.cause = FailureCause::timeout;
-        rec.time_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
-        copy_field(rec.lane, sizeof rec.lane, *d.lane);
-        copy_field(rec.op, sizeof rec.op, "relay");
+        stamp_now(rec);
         // The stalled side: the destination, or (multi-hop) the next relay toward it.
         const std::string taker =
             d.next >= 0 ? "next relay rank " + std::to_string(d.next) + " on " + *d.next_host
                         : "rank " + std::to_string(d.to_rank);
-        copy_field(rec.detail, sizeof rec.detail,
-                   "relay on " + host_ + " for rank " + std::to_string(d.from_rank) + " -> rank " +
-                       std::to_string(d.to_rank) + " stalled: " + taker + " takes no data");
+        set_texts(rec, *d.lane, "relay",
+                  "relay on " + host_ + " for rank " + std::to_string(d.from_rank) + " -> rank " +
+                      std::to_string(d.to_rank) + " stalled: " + taker + " takes no data");
         if (on_failure_) {
           try {
             on_failure_(rec);

@@ -18,7 +18,7 @@ std::unique_ptr<Transport> make_roce(const Setup& s) {
   auto o = roce_options(verbs_options(*s.options), job ? &*job : nullptr, s.rank, s.peers);
   auto t = std::make_unique<VerbsTransport>(s.rank, s.size, s.peers, o);
   if (job) t->adopt_relay(start_relay(*s.boot, *job, s.rank, std::move(o)));
-  if (t->relay() != nullptr) t->relay()->set_report(report_wireup());
+  if (t->relay() != nullptr) t->relay()->set_report(s.options->log_wireup);
   return t;
 }
 

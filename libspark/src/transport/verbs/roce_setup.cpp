@@ -12,6 +12,16 @@
 namespace spark::transport {
 using verbs::VerbsError;
 
+namespace {
+// `name`'s index in `devices`, appended when it is not there yet.
+int index_in(std::vector<std::string>& devices, const std::string& name) {
+  auto it = std::find(devices.begin(), devices.end(), name);
+  if (it != devices.end()) return static_cast<int>(it - devices.begin());
+  devices.push_back(name);
+  return static_cast<int>(devices.size() - 1);
+}
+}  // namespace
+
 VerbsOptions roce_options(VerbsOptions base, const fabric::RoceJob* job, int rank,
                           const std::vector<int>& peers) {
   if (job == nullptr) return base;  // one node: every lane to every peer
@@ -26,12 +36,7 @@ VerbsOptions roce_options(VerbsOptions base, const fabric::RoceJob* job, int ran
       for (const auto& l : mine) base.devices.push_back(l.name);
     devices = base.devices;
   }
-  auto index_of = [&](const std::string& name) {
-    auto it = std::find(devices.begin(), devices.end(), name);
-    if (it != devices.end()) return static_cast<int>(it - devices.begin());
-    devices.push_back(name);
-    return static_cast<int>(devices.size() - 1);
-  };
+  auto index_of = [&](const std::string& name) { return index_in(devices, name); };
   std::vector<std::vector<int>> peer_lanes(job->node_of.size());
   std::vector<int> all;
   for (int r : peers) {
@@ -69,12 +74,7 @@ std::unique_ptr<VerbsRelay> start_relay(bootstrap::Bootstrap& boot, const fabric
   if (job.speaker(me) != rank) return nullptr;
   const auto& mine = job.lanes[static_cast<std::size_t>(me)];
   std::vector<std::string> devices;
-  auto index_of = [&](const std::string& name) {
-    auto it = std::find(devices.begin(), devices.end(), name);
-    if (it != devices.end()) return static_cast<int>(it - devices.begin());
-    devices.push_back(name);
-    return static_cast<int>(devices.size() - 1);
-  };
+  auto index_of = [&](const std::string& name) { return index_in(devices, name); };
   std::vector<RelayPair> pairs;
   const int n = static_cast<int>(job.node_of.size());
   for (int x = 0; x < n; ++x)

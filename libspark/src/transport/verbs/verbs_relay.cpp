@@ -1,4 +1,5 @@
 #include "transport/verbs/verbs_relay.hpp"
+#include "record_fields.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,12 +8,6 @@
 namespace spark::transport {
 
 namespace {
-
-void copy_field(char* dst, std::size_t cap, const std::string& s) {
-  const std::size_t n = std::min(cap - 1, s.size());
-  std::memcpy(dst, s.data(), n);
-  dst[n] = '\0';
-}
 
 VerbsOptions relay_options(VerbsOptions base, const std::vector<RelayPair>& pairs) {
   base.peer_lanes.assign(2 * pairs.size(), {});
@@ -95,14 +90,10 @@ void VerbsRelay::report(int from, int to, const std::string& why, FailureCause c
   rec.waited_ms = waited_ms;
   rec.timeout_ms = timeout_ms_;
   rec.cause = cause;
-  rec.time_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-  copy_field(rec.lane, sizeof rec.lane, t_->lane_name(to, WaitKind::credit));
-  copy_field(rec.op, sizeof rec.op, "relay");
-  copy_field(rec.detail, sizeof rec.detail,
-             "roce relay on " + host_ + " for rank " + std::to_string(src) + " -> rank " +
-                 std::to_string(dst) + ": " + why);
+  stamp_now(rec);
+  set_texts(rec, t_->lane_name(to, WaitKind::credit), "relay",
+            "roce relay on " + host_ + " for rank " + std::to_string(src) + " -> rank " +
+                std::to_string(dst) + ": " + why);
   if (on_failure_) {
     try {
       on_failure_(rec);
@@ -136,7 +127,6 @@ bool VerbsRelay::forward(int from, int to, std::chrono::steady_clock::time_point
     }
     t_->send(to, *v.header, v.data);  // copies into staging: the slot can go back at once
     t_->release(from);
-    forwarded_.fetch_add(1, std::memory_order_relaxed);
     ++per_pair_[static_cast<std::size_t>(from / 2)];
     since = now;
     moved = true;

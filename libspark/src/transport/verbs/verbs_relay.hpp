@@ -67,8 +67,6 @@ class VerbsRelay {
   std::vector<ProbeFailure> probe(std::chrono::milliseconds timeout);
   /// Starts the progress thread. `on_failure` must not throw; `timeout` is read each round.
   void start(OnFailure on_failure, TimeoutSource timeout);
-  /// Messages forwarded so far (both directions, all pairs).
-  std::uint64_t forwarded() const noexcept { return forwarded_.load(std::memory_order_relaxed); }
   /// When set, the destructor prints one line per pair to stderr: what it forwarded
   /// ("spark: wireup: relay on HOST (rank R) forwarded N messages for rank X <-> rank Y").
   void set_report(bool on) noexcept { report_ = on; }
@@ -90,7 +88,6 @@ class VerbsRelay {
   TimeoutSource timeout_source_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> failed_{false};
-  std::atomic<std::uint64_t> forwarded_{0};
   std::vector<std::uint64_t> per_pair_;  ///< written by the thread; read after it ended
   bool report_ = false;
   std::thread thread_;

@@ -175,11 +175,7 @@ void VerbsTransport::connect_liveness(const std::vector<std::uint16_t>& ports) {
   // ends see both GIDs, so both agree) and the peer listens. The lower rank connects to the
   // higher one's link-0 address (the cable between them; their listen backlog accepts before
   // they call accept), then accepts the lower ones: no ordering deadlock.
-  auto ipv4_of = [](const Gid& g) {  // network byte order, 0 when not IPv4-mapped
-    std::uint32_t ip = 0;
-    if (is_ipv4_mapped(g)) std::memcpy(&ip, g.data() + 12, 4);
-    return ip;
-  };
+  auto ipv4_of = [](const Gid& g) { return is_ipv4_mapped(g) ? gid_ipv4(g) : 0u; };  // host order
   auto paired = [&](int r) {
     const Link& l = peer(r).links.front();
     return ipv4_of(l.local.gid) != 0 && ipv4_of(l.remote.gid) != 0 &&
@@ -194,8 +190,8 @@ void VerbsTransport::connect_liveness(const std::vector<std::uint16_t>& ports) {
     }
     std::string why;
     const Link& l0 = peer(r).links.front();
-    net::Fd fd = net::connect_within(0, ntohl(ipv4_of(l0.remote.gid)),
-                                     ports[static_cast<std::size_t>(r)], bound, &why);
+    net::Fd fd = net::connect_within(0, ipv4_of(l0.remote.gid), ports[static_cast<std::size_t>(r)],
+                                     bound, &why);
     if (!fd)
       throw VerbsError("RoCE liveness: rank " + std::to_string(rank_) + " cannot connect to rank " +
                        std::to_string(r) + " on " + l0.local.device + ": " + why);
@@ -420,13 +416,6 @@ void VerbsTransport::drop_link(int peer_rank, int link, const std::string& why) 
     throw VerbsError("RoCE: no lane to rank " + std::to_string(peer_rank) +
                      " passed the RDMA WRITE probe (last: " + why +
                      "); check the cables and `sparkrun doctor`, or run with SPARK_TRANSPORT=tcp");
-}
-
-std::vector<std::string> VerbsTransport::peer_devices(int peer_rank) const {
-  std::vector<std::string> out;
-  const Peer& p = peer(peer_rank);
-  for (int k : p.use) out.push_back(p.links[static_cast<std::size_t>(k)].local.device);
-  return out;
 }
 
 std::string VerbsTransport::describe() const {

@@ -111,8 +111,6 @@ class VerbsTransport final : public Transport {
   /// QPs can receive), probes, and exchanges per-link results on it; links failed at either
   /// end are dropped. A failure toward a peer without that connection (relayed) throws.
   void probe_links(std::chrono::milliseconds timeout);
-  /// Device names of the links in use toward `peer`, in link order.
-  std::vector<std::string> peer_devices(int peer) const;
 
   std::string_view name() const noexcept override { return "roce"; }
   std::size_t slot_bytes() const noexcept override { return opt_.slot_bytes; }

@@ -94,8 +94,8 @@ if [ "$shape" = line ]; then
   # record names the stopped relay: rank, host and the lane toward it.
   small_buffers 1 2
   stall_job flood 2 -x FABRIC_JOB_PEER=4
-  expect "sparkrun: rank 1 aborted: rank 1: relay seq [1-9][0-9]* step 0: no data from rank 4 on lane tcp:via r2/to2 after [0-9]* ms (timeout 1500 ms) .relay on ${pfx}1 for rank 0 -> rank 4 stalled: next relay rank 2 on ${pfx}2 takes no data" "$out/s"
-  grep "^sparkrun: rank" "$out/s"
+  expect "sparkrun: host ${pfx}1: rank 1 aborted: rank 1: relay seq [1-9][0-9]* step 0: no data from rank 4 on lane tcp:via r2/to2 after [0-9]* ms (timeout 1500 ms) .relay on ${pfx}1 for rank 0 -> rank 4 stalled: next relay rank 2 on ${pfx}2 takes no data" "$out/s"
+  grep "^sparkrun: host [^:]*: rank" "$out/s"
   echo "PASS line (rc $rc)"
   exit 0
 fi
@@ -114,12 +114,12 @@ if [ "$shape" = ring_stall ] || [ "$shape" = ring_relay_stall ]; then
     # Records of the ranks that waited through the relay name its rank and their lane toward
     # it ("tcp:via r1/to1": always fits the record's lane field); the relaying host goes into
     # the record's detail when the wait point passes the transport's lane_detail on.
-    expect "sparkrun: rank [02] aborted: rank [02]: .* no data from rank [02] on lane tcp:via r1/to1 after [0-9]* ms (timeout 1500 ms) \[relayed by rank 1 on host ${pfx}1\]\$" "$out/s"
+    expect "sparkrun: host ${pfx}[02]: rank [02] aborted: rank [02]: .* no data from rank [02] on lane tcp:via r1/to1 after [0-9]* ms (timeout 1500 ms) \[relayed by rank 1 on host ${pfx}1\]\$" "$out/s"
   else
     # The relay's own record: relaying rank and host, its lane toward rank 2, the sequence.
-    expect "sparkrun: rank 1 aborted: rank 1: relay seq [1-9][0-9]* step 0: no data from rank 2 on lane tcp:to2 after [0-9]* ms (timeout 1500 ms) .relay on ${pfx}1 for rank 0 -> rank 2 stalled" "$out/s"
+    expect "sparkrun: host ${pfx}1: rank 1 aborted: rank 1: relay seq [1-9][0-9]* step 0: no data from rank 2 on lane tcp:to2 after [0-9]* ms (timeout 1500 ms) .relay on ${pfx}1 for rank 0 -> rank 2 stalled" "$out/s"
   fi
-  grep "^sparkrun: rank" "$out/s"
+  grep "^sparkrun: host [^:]*: rank" "$out/s"
   echo "PASS $shape (rc $rc)"
   exit 0
 fi

@@ -76,7 +76,8 @@ rank_failure)
   run -n 6 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3:2" "$rank" exit 3 4 "$marker" >"$out/o" 2>"$out/e"
   rc=$?
   [ "$rc" = 3 ] || fail "exit code $rc, want 3"
-  expect "sparkrun: rank 4 (pid [0-9]*) exited with status 3; stopping the job" "$out/e"
+  # A node daemon's lines name its host (docs/multihost.md): rank 4 runs on host c.
+  expect "^sparkrun: host $MH_NS3: rank 4 (pid [0-9]*) exited with status 3; stopping the job$" "$out/e"
   [ $(( $(date +%s) - start )) -lt 30 ] || fail "group abort took too long"
   wait_for 5 ns_empty || fail "processes left in a namespace"
   ;;
@@ -84,8 +85,8 @@ abort)
   run -n 3 --host "$MH_HOSTS" "$rank" abort 7 1 "$marker" >"$out/o" 2>"$out/e"
   rc=$?
   [ "$rc" = 7 ] || fail "exit code $rc, want 7"
-  expect "sparkrun: rank 1 aborted: mh_rank abort from rank 1" "$out/e"
-  expect "rank 1 (pid [0-9]*) called abort with status 7; stopping the job" "$out/e"
+  expect "^sparkrun: host $MH_NS2: rank 1 aborted: mh_rank abort from rank 1" "$out/e"
+  expect "^sparkrun: host $MH_NS2: rank 1 (pid [0-9]*) called abort with status 7; stopping the job$" "$out/e"
   wait_for 5 ns_empty || fail "processes left in a namespace"
   ;;
 timeout)
@@ -157,7 +158,7 @@ link_down)
   # then its SIGTERM line (flaky before: 1 run in 3 at load 23, docs/reliability.md). That
   # host b's ranks are gone either way is checked below (ns_empty).
   expect "host $MH_NS2: .*node daemon" "$out/e"
-  expect "host $MH_NS2: control link to the launcher lost\|^sparkrun: got signal 15" "$out/e"
+  expect "^sparkrun: host $MH_NS2: control link to the launcher lost\|^sparkrun: host $MH_NS2: got signal 15" "$out/e"
   wait_for 15 ns_empty || fail "processes left in a namespace"
   ;;
 bad_clients)
@@ -178,6 +179,29 @@ bad_clients)
   [ "$rc" = 0 ] || fail "job harmed by bad clients: exit $rc"
   expect "control: rejected connection from .*wrong job secret" "$out/e"
   expect "control: rejected connection from .*bad magic" "$out/e"
+  ;;
+host_names)
+  # Every failure line names the host it happened on (docs/multihost.md): a rank killed on
+  # host b, and a program that is not there on any host.
+  "${sr[@]}" -n 3 --host "$MH_HOSTS" "$rank" sleep 60 "$marker" >"$out/o" 2>"$out/e" &
+  launcher=$!
+  wait_for 30 ranks_up 3 || fail "ranks did not start"
+  victim=""
+  for pid in $(ip netns pids "$MH_NS2"); do
+    grep -qa "$marker" "/proc/$pid/cmdline" 2>/dev/null && ! grep -qa -- "--daemon" "/proc/$pid/cmdline" && victim=$pid
+  done
+  [ -n "$victim" ] || fail "no rank found on $MH_NS2"
+  kill -9 "$victim"
+  wait $launcher
+  [ $? = 137 ] || fail "exit code after SIGKILL of a rank: want 137"
+  expect "^sparkrun: host $MH_NS2: rank 1 (pid $victim) was killed by signal 9 (SIGKILL: Killed); stopping the job$" "$out/e"
+  wait_for 5 ns_empty || fail "processes left in a namespace"
+  run -n 3 --host "$MH_HOSTS" ./nosuch_program >"$out/o" 2>"$out/e"
+  rc=$?
+  [ "$rc" = 127 ] || fail "exit code $rc for a missing program, want 127"
+  expect "^sparkrun: host ${MH_NS1%a}[abc]: cannot start rank [0-2]: ./nosuch_program: No such file or directory$" "$out/e"
+  grep -q "^sparkrun: cannot start" "$out/e" && fail "a start failure without its host"
+  wait_for 5 ns_empty || fail "processes left in a namespace"
   ;;
 ompi)
   # An Open MPI program across the hosts (direct launch, cross-node modex through us).

@@ -546,7 +546,7 @@ TEST_F(SparkrunMultiNode, KilledRankOnTheOtherNodeEndsTheJobWithNoProcessLeft) {
   const Result r =
       job("salloc -Q -p multi -N 2 -n 4 " + sparkrun() + SPARK_LIBSPARK_APP + " --kill-rank 3");
   EXPECT_EQ(r.status, 128 + 9) << "the dead rank's status (128+SIGKILL): " << describe(r);
-  EXPECT_GE(lines_with(r.err, "sparkrun: rank 3").size(), 1u) << describe(r);
+  EXPECT_GE(lines_with(r.err, "sparkrun: host sn2: rank 3").size(), 1u) << describe(r);
   EXPECT_LT(r.seconds, 60) << describe(r);
   EXPECT_TRUE(leftovers(10).empty()) << join(leftovers(0));
 }
@@ -742,7 +742,7 @@ TEST_F(DoctorMultiNode, NoHostOptionsProbeEveryRankOfTheAllocation) {
   EXPECT_EQ(count_matching(r.out, "^sn[12] +[0-9]+ +(tcp round trip|rdma write|reach) "), 2u)
       << describe(r);
   EXPECT_EQ(count_matching(r.out, "^sparkrun doctor: [0-9]+ problem\\(s\\)"), 1u) << describe(r);
-  EXPECT_EQ(lines_with(r.err, "sparkrun: rank 0 (pid ").size(), 1u) << describe(r);
+  EXPECT_EQ(lines_with(r.err, "sparkrun: host sn1: rank 0 (pid ").size(), 1u) << describe(r);
   EXPECT_LT(r.seconds, 60) << describe(r);
   EXPECT_TRUE(leftovers(10).empty()) << join(leftovers(0));
 

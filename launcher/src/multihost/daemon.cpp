@@ -21,6 +21,7 @@
 #include "exit_rules.hpp"
 #include "node_runner.hpp"
 #include "spawn.hpp"
+#include "stderr_output.hpp"
 #include "strict_parse.hpp"
 #include "usage_error.hpp"
 
@@ -40,12 +41,6 @@ struct DaemonArgs {
   std::string job;
   std::string host;
 };
-
-void say(const std::string& line) {
-  const std::string s = "sparkrun: " + line + "\n";
-  ssize_t n = ::write(STDERR_FILENO, s.data(), s.size());
-  (void)n;
-}
 
 DaemonArgs parse_args(int argc, char** argv) {
   DaemonArgs a;
@@ -218,7 +213,7 @@ class Link {
   // results, so they die now, and so do we, within a second.
   void lost(const std::string& why) {
     if (finished()) return;
-    say("host " + host_ + ": control link to the launcher lost (" + why + "); killing local ranks");
+    say("control link to the launcher lost (" + why + "); killing local ranks");
     stop(true);
     std::unique_lock<std::mutex> lock(m_);
     lost_ = true;
@@ -261,6 +256,7 @@ int daemon_main(int argc, char** argv) {
     return kExitUsage;
   }
   if (args.host.empty()) args.host = "node " + std::to_string(args.node);
+  set_line_host(args.host);  // every line from here on names this host (stderr_output.hpp)
 
   std::unique_ptr<ctl::ControlClient> client;
   ctl::PlanMsg plan;
@@ -277,7 +273,7 @@ int daemon_main(int argc, char** argv) {
     if (plan.job_id != args.job || plan.node != args.node)
       throw ctl::LinkError("the plan is for another job or node");
   } catch (const std::exception& e) {
-    say("host " + args.host + ": node daemon: " + e.what());
+    say(std::string("node daemon: ") + e.what());
     return 1;
   }
   std::fill(secret.begin(), secret.end(), 0);
@@ -302,7 +298,7 @@ int daemon_main(int argc, char** argv) {
     link.fence(std::move(data), std::move(complete));
   };
   spec.link.failed = [&link](int code, const std::string& line) {
-    link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{code, line}));
+    link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{code, host_line(line)}));
   };
   spec.link.attach = [&link](std::function<void(bool)> stop) { link.attach(std::move(stop)); };
 
@@ -317,10 +313,11 @@ int daemon_main(int argc, char** argv) {
   std::thread link_thread([&link] { link.run(); });
   if (!program) {
     const int first = node.ranks.empty() ? 0 : node.ranks.front();
-    const std::string line = "cannot start rank " + std::to_string(first) + " on " + node.host +
-                             ": " + plan.argv.front() + ": command not found in PATH";
-    say(line);
-    link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{kExitCannotStart, line}));
+    ExitTracker tracker;
+    tracker.start_failed(first, plan.argv.front() + ": command not found in PATH");
+    say(tracker.failure_line());
+    link.send(ctl::MsgType::kFailed,
+              ctl::encode(ctl::Failed{kExitCannotStart, host_line(tracker.failure_line())}));
     code = kExitCannotStart;
   } else {
     spec.program_path = *program;
@@ -331,9 +328,8 @@ int daemon_main(int argc, char** argv) {
       plan_node_binding(BindingOptions{plan.bind_to, plan.map_by, "", plan.report_bindings}, spec);
       code = run_node(spec);
     } catch (const std::exception& e) {
-      const std::string line = "host " + node.host + ": " + e.what();
-      say(line);
-      link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{1, line}));
+      say(e.what());
+      link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{1, host_line(e.what())}));
       code = 1;
     }
   }

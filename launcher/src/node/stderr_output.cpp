@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
+#include <utility>
 
 namespace spark::launch {
 
@@ -27,8 +28,21 @@ void write_all(int fd, std::string_view data) {
   }
 }
 
+namespace {
+// Set once by a node daemon before its threads start; read-only afterwards.
+std::string g_line_host;  // NOLINT: process-wide by design (one node per process)
+}  // namespace
+
+void set_line_host(std::string host) {
+  g_line_host = std::move(host);
+}
+
+std::string host_line(const std::string& line) {
+  return g_line_host.empty() ? line : "host " + g_line_host + ": " + line;
+}
+
 void say(const std::string& line) {
-  write_all(STDERR_FILENO, "sparkrun: " + line + "\n");
+  write_all(STDERR_FILENO, "sparkrun: " + host_line(line) + "\n");
 }
 
 void say_elapsed(std::chrono::steady_clock::time_point t0, const std::string& what) {
@@ -37,7 +51,7 @@ void say_elapsed(std::chrono::steady_clock::time_point t0, const std::string& wh
           .count();
   char buf[32];
   std::snprintf(buf, sizeof buf, "%8.3f ms ", static_cast<double>(us) / 1000.0);
-  write_all(STDERR_FILENO, std::string("sparkrun: ") + buf + what + "\n");
+  write_all(STDERR_FILENO, "sparkrun: " + host_line(buf + what) + "\n");
 }
 
 }  // namespace spark::launch

@@ -10,12 +10,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <iterator>
-#include <nlohmann/json.hpp>
 #include <spark/spark.hpp>
-#include <sstream>
 
 #include "model.hpp"
+#include "requests.hpp"
+#include "steps.hpp"
 #ifdef SPARK_EXAMPLE_WITH_CUDA
 #include "gpu_allreduce.hpp"
 #endif
@@ -27,68 +26,6 @@ namespace {
 
 double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
-}
-
-struct Request {
-  nlohmann::json id;
-  std::vector<int> prompt;
-};
-
-std::vector<Request> parse_requests(const std::string& text, std::size_t vocab) {
-  std::vector<Request> out;
-  std::istringstream in(text);
-  std::string line;
-  for (std::size_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = "requests line " + std::to_string(n) + ": ";
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw std::invalid_argument(where + "not JSON (" + e.what() + ")");
-    }
-    if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_array() || j["prompt"].empty())
-      throw std::invalid_argument(where + R"(expected {"id": ..., "prompt": [token ids, ...]})");
-    Request r;
-    r.id = j.contains("id") ? j["id"] : nlohmann::json(out.size());
-    for (const auto& t : j["prompt"]) {
-      if (!t.is_number_integer() || t.get<long long>() < 0 ||
-          t.get<long long>() >= static_cast<long long>(vocab))
-        throw std::invalid_argument(where + "token " + t.dump() + " is not in [0, " +
-                                    std::to_string(vocab) + ")");
-      r.prompt.push_back(t.get<int>());
-    }
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
-std::string read_all(const std::string& path) {
-  if (path == "-") return {std::istreambuf_iterator<char>(std::cin), {}};
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::invalid_argument("cannot read requests from '" + path + "'");
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-// Rank 0 reads the requests (a file or its stdin, which sparkrun gives to rank 0 only) and
-// broadcasts the text.
-std::string share_input(spark::Communicator& comm, const std::string& path) {
-  std::string text;
-  std::int64_t n = 0;
-  if (comm.rank() == 0) {
-    text = read_all(path);
-    n = static_cast<std::int64_t>(text.size());
-  }
-  comm.broadcast(&n, 1, spark::DType::i64, 0);
-  text.resize(static_cast<std::size_t>(n));
-  if (n > 0) comm.broadcast(text.data(), text.size(), spark::DType::u8, 0);
-  return text;
-}
-
-std::uint64_t fnv(std::uint64_t h, const float* p, std::size_t n) {
-  const auto* b = reinterpret_cast<const unsigned char*>(p);
-  for (std::size_t i = 0; i < n * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001b3ULL;
-  return h;
 }
 
 class Progress {  // rank 0, stderr: a bar on a terminal, else a rate line every 2 s
@@ -120,26 +57,6 @@ class Progress {  // rank 0, stderr: a bar on a terminal, else a rate line every
   bool tty_;
   Clock::time_point t0_, last_{};
 };
-
-int make_requests(const std::string& path, std::size_t count, std::size_t len, std::size_t vocab,
-                  std::uint64_t seed) {
-  std::ofstream f(path);
-  if (!f) throw std::invalid_argument("cannot create '" + path + "'");
-  std::uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 1;
-  for (std::size_t i = 0; i < count; ++i) {
-    nlohmann::json j;
-    j["id"] = "req-" + std::to_string(i);
-    std::vector<int> p(len / 2 + i % (len - len / 2 + 1));  // lengths vary in [len/2, len]
-    for (auto& t : p) {
-      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-      t = static_cast<int>((s >> 33) % vocab);
-    }
-    j["prompt"] = p;
-    f << j.dump() << '\n';
-  }
-  if (!f.flush()) throw std::invalid_argument("cannot write '" + path + "'");
-  return 0;
-}
 
 }  // namespace
 
@@ -207,8 +124,10 @@ int main(int argc, char** argv) {
       spark::example::make_model(cfg, make_model_path);
       return 0;
     }
-    if (!make_requests_path.empty())
-      return make_requests(make_requests_path, count, prompt_len, cfg.vocab, cfg.seed);
+    if (!make_requests_path.empty()) {
+      spark::example::make_requests(make_requests_path, count, prompt_len, cfg.vocab, cfg.seed);
+      return 0;
+    }
     if (model_path.empty())
       throw std::invalid_argument("--model is required (make one with --make-model PATH)");
 
@@ -217,7 +136,8 @@ int main(int argc, char** argv) {
     spark::example::SafetensorsFile file(model_path);
     spark::example::ShardedModel model(file, comm.rank(), comm.size(), reduce == "exact");
     const ModelConfig& mc = model.config();
-    const auto requests = parse_requests(share_input(comm, input), mc.vocab);
+    const auto requests =
+        spark::example::parse_requests(spark::example::share_input(comm, input), mc.vocab);
     comm.barrier();  // loading is skewed between ranks; the communication timeout starts here
     const double load_s = seconds(Clock::now() - t_load);
 
@@ -269,50 +189,25 @@ int main(int argc, char** argv) {
         max_len = std::max(max_len, requests[b0 + i].prompt.size());
       model.reset_cache(nb, max_len + new_tokens);
       // Prefill: every prompt token of the batch in one step; logits of each last token.
-      std::vector<int> tok, pos, slot;
-      std::vector<char> want;
-      for (std::size_t i = 0; i < nb; ++i) {
-        const auto& p = requests[b0 + i].prompt;
-        for (std::size_t j = 0; j < p.size(); ++j) {
-          tok.push_back(p[j]);
-          pos.push_back(static_cast<int>(j));
-          slot.push_back(static_cast<int>(i));
-          want.push_back(j + 1 == p.size());
-        }
-        prompt_tokens += p.size();
-      }
+      auto rows = spark::example::prefill_rows(requests, b0, nb);
+      prompt_tokens += rows.tokens.size();
       std::vector<std::vector<int>> gen(nb);
-      std::vector<std::uint64_t> hash(nb, 0xcbf29ce484222325ULL);
+      std::vector<int> last(nb);
+      std::vector<std::uint64_t> hash(nb, spark::example::kFnvOffset);
       for (std::size_t step = 0;; ++step) {
-        model.forward(tok, pos, slot, want, logits, allreduce);
+        model.forward(rows.tokens, rows.positions, rows.slots, rows.want_logits, logits, allreduce);
         for (std::size_t i = 0; i < nb; ++i) {
           const float* l = logits.data() + i * mc.vocab;
-          hash[i] = fnv(hash[i], l, mc.vocab);
-          gen[i].push_back(static_cast<int>(std::max_element(l, l + mc.vocab) - l));  // greedy
+          hash[i] = spark::example::fnv(hash[i], l, mc.vocab);
+          gen[i].push_back(last[i] = spark::example::greedy(l, mc.vocab));
         }
         gen_tokens += nb;
         if (step + 1 == new_tokens) break;
-        // Decode: one row per request, the token just generated.
-        tok.assign(nb, 0);
-        pos.assign(nb, 0);
-        slot.assign(nb, 0);
-        want.assign(nb, 1);
-        for (std::size_t i = 0; i < nb; ++i) {
-          tok[i] = gen[i].back();
-          pos[i] = static_cast<int>(requests[b0 + i].prompt.size() + step);
-          slot[i] = static_cast<int>(i);
-        }
+        rows = spark::example::decode_rows(requests, b0, last, step + 1);  // one row a request
       }
       if (comm.rank() == 0) {
-        for (std::size_t i = 0; i < nb; ++i) {
-          char hx[17];
-          std::snprintf(hx, sizeof hx, "%016llx", static_cast<unsigned long long>(hash[i]));
-          *out << nlohmann::json{{"id", requests[b0 + i].id},
-                                 {"tokens", gen[i]},
-                                 {"logits_fnv", hx}}
-                      .dump()
-               << '\n';
-        }
+        for (std::size_t i = 0; i < nb; ++i)
+          *out << spark::example::result_line(requests[b0 + i].id, gen[i], hash[i]) << '\n';
         out->flush();
         progress.update(b0 + nb, prompt_tokens + gen_tokens);
       }

@@ -1,4 +1,5 @@
-// The example's safetensors reader: round trip, slices, and every refusal names the problem.
+// The inference examples' library: the safetensors reader (round trip, slices, every refusal
+// names the problem) and the sharded model (shards, bit-identity, the KV hand-off).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -147,4 +148,51 @@ TEST(ShardedModel, TwoShardsGiveTheSameBits) {
   EXPECT_EQ(l0, l1b);
   ASSERT_EQ(l0.size(), l1.size());
   EXPECT_EQ(0, std::memcmp(l0.data(), l1.data(), l1.size() * sizeof(float)));
+}
+
+// The KV hand-off of disagg_serving: a prompt's cache exported by one model and imported into
+// another (another slot, a longer cache) continues with the same bits; the message layout is
+// layers x (k, v) x positions x the blocks' heads; blocks a rank does not own are refused.
+TEST(ShardedModel, KvHandOffKeepsTheBits) {
+  TempFile t;
+  ModelConfig c;
+  c.vocab = 32, c.dim = 24, c.heads = 6, c.ffn = 36, c.layers = 2, c.blocks = 6;
+  make_model(c, t.path);
+  SafetensorsFile f(t.path);
+  auto none = [](float*, std::size_t) {};
+  ShardedModel a(f, 0, 1, true), b(f, 0, 1, true);
+  a.reset_cache(1, 4);
+  b.reset_cache(3, 9);
+  std::vector<float> la, lb;
+  a.forward({4, 9, 2}, {0, 1, 2}, {0, 0, 0}, {0, 0, 1}, la, none);
+  ASSERT_EQ(a.kv_floats(3, 0, 6), 2u * 2 * 3 * 24);
+  std::vector<float> kv(a.kv_floats(3, 0, 6));
+  a.export_kv(0, 3, 0, 6, kv.data());
+  b.import_kv(2, 3, 0, 6, kv.data());
+  a.forward({7}, {3}, {0}, {1}, la, none);
+  b.forward({7}, {3}, {2}, {1}, lb, none);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+  // Two halves of the heads, handed over separately, are the same cache.
+  ShardedModel h(f, 0, 1, true);
+  h.reset_cache(1, 9);
+  std::vector<float> k0(a.kv_floats(3, 0, 2)), k1(a.kv_floats(3, 2, 6));
+  a.export_kv(0, 3, 0, 2, k0.data());
+  a.export_kv(0, 3, 2, 6, k1.data());
+  h.import_kv(0, 3, 0, 2, k0.data());
+  h.import_kv(0, 3, 2, 6, k1.data());
+  std::vector<float> lh;
+  h.forward({7}, {3}, {0}, {1}, lh, none);
+  EXPECT_EQ(0, std::memcmp(la.data(), lh.data(), la.size() * sizeof(float)));
+  ShardedModel r1(f, 1, 3, true);  // owns blocks [2, 4)
+  r1.reset_cache(1, 4);
+  std::vector<float> out(r1.kv_floats(3, 2, 4));
+  EXPECT_NO_THROW(r1.export_kv(0, 3, 2, 4, out.data()));
+  try {
+    r1.export_kv(0, 3, 0, 4, out.data());
+    FAIL() << "blocks outside the rank's were exported";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("not within this rank's [2, 4)"), std::string::npos);
+  }
+  EXPECT_THROW(r1.export_kv(1, 3, 2, 4, out.data()), std::invalid_argument);  // no slot 1
 }

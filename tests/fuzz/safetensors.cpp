@@ -1,4 +1,4 @@
-// The safetensors header of a model file (examples/sharded_inference): 8-byte length, JSON
+// The safetensors header of a model file (examples/inference): 8-byte length, JSON
 // header, data section. A file is outside input: a bad one is a SafetensorsError naming it.
 // The input is handed over as a memfd, so the real mmap-based reader runs unchanged.
 #include <sys/mman.h>

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "safetensors.hpp"
@@ -56,11 +57,29 @@ class ShardedModel {
   /// Sizes the KV cache for `slots` requests of up to `max_len` tokens.
   void reset_cache(std::size_t slots, std::size_t max_len);
 
+  /// The blocks [first_block(), end_block()) whose heads (and ffn units) this rank owns.
+  std::size_t first_block() const { return block0_; }
+  std::size_t end_block() const { return block1_; }
+  /// KV-cache hand-off (disaggregated serving): the keys and values of `slot`, positions
+  /// [0, len), heads of blocks [b0, b1) (a part of this rank's), laid out
+  /// [layer][k, v][position][the blocks' heads x head_dim]. import_kv writes the same layout
+  /// into a rank that owns those blocks too, possibly with another rank count.
+  std::size_t kv_floats(std::size_t len, std::size_t b0, std::size_t b1) const;
+  void export_kv(std::size_t slot, std::size_t len, std::size_t b0, std::size_t b1,
+                 float* out) const;
+  void import_kv(std::size_t slot, std::size_t len, std::size_t b0, std::size_t b1,
+                 const float* in);
+
  private:
   struct Layer {
     std::vector<float> attn_norm, wq, wk, wv, wo, mlp_norm, w_up, w_down;
     std::vector<float> k_cache, v_cache;  // [slot][pos][local q dim]
   };
+  // The columns of a cache row that hold blocks [b0, b1); throws unless this rank owns them.
+  std::pair<std::size_t, std::size_t> kv_columns(std::size_t b0, std::size_t b1) const;
+  template <class Piece>
+  void walk_kv(std::size_t slot, std::size_t len, std::size_t b0, std::size_t b1,
+               Piece piece) const;
   void row_parallel(const std::vector<float>& in, std::size_t in_local, std::size_t rows,
                     const std::vector<float>& w, std::vector<float>& x,
                     const AllreduceFn& allreduce);
@@ -72,7 +91,7 @@ class ShardedModel {
   std::size_t lq_, lf_;          // local attention width (heads*head_dim), local ffn width
   std::vector<float> embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
-  std::size_t max_len_ = 0;
+  std::size_t slots_ = 0, max_len_ = 0;
   std::vector<float> red_;  // reduction buffer, reused
 };
 

@@ -1,5 +1,6 @@
 #include "model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -170,11 +171,58 @@ ShardedModel::ShardedModel(const SafetensorsFile& f, int rank, int size, bool ex
 }
 
 void ShardedModel::reset_cache(std::size_t slots, std::size_t max_len) {
+  slots_ = slots;
   max_len_ = max_len;
   for (auto& L : layers_) {
     L.k_cache.assign(slots * max_len * lq_, 0.f);
     L.v_cache.assign(slots * max_len * lq_, 0.f);
   }
+}
+
+std::pair<std::size_t, std::size_t> ShardedModel::kv_columns(std::size_t b0, std::size_t b1) const {
+  if (b0 >= b1 || b0 < block0_ || b1 > block1_)
+    throw std::invalid_argument("KV blocks [" + std::to_string(b0) + ", " + std::to_string(b1) +
+                                ") are not within this rank's [" + std::to_string(block0_) + ", " +
+                                std::to_string(block1_) + ")");
+  const std::size_t bw = cfg_.heads / cfg_.blocks * cfg_.head_dim();  // cache columns per block
+  return {(b0 - block0_) * bw, (b1 - b0) * bw};
+}
+
+std::size_t ShardedModel::kv_floats(std::size_t len, std::size_t b0, std::size_t b1) const {
+  return cfg_.layers * 2 * len * kv_columns(b0, b1).second;
+}
+
+// Calls piece(layer, values?, cache offset, message offset, width) for every piece of the
+// layout in model.hpp, in message order: the one rule export_kv and import_kv share.
+template <class Piece>
+void ShardedModel::walk_kv(std::size_t slot, std::size_t len, std::size_t b0, std::size_t b1,
+                           Piece piece) const {
+  if (slot >= slots_ || len > max_len_)
+    throw std::invalid_argument("KV slot or length outside the cache (see reset_cache)");
+  const auto [col, width] = kv_columns(b0, b1);
+  std::size_t off = 0;
+  for (std::size_t l = 0; l < layers_.size(); ++l)
+    for (bool values : {false, true})
+      for (std::size_t p = 0; p < len; ++p, off += width)
+        piece(l, values, (slot * max_len_ + p) * lq_ + col, off, width);
+}
+
+void ShardedModel::export_kv(std::size_t slot, std::size_t len, std::size_t b0, std::size_t b1,
+                             float* out) const {
+  walk_kv(slot, len, b0, b1,
+          [&](std::size_t l, bool values, std::size_t at, std::size_t off, std::size_t n) {
+            const auto& c = values ? layers_[l].v_cache : layers_[l].k_cache;
+            std::copy_n(c.data() + at, n, out + off);
+          });
+}
+
+void ShardedModel::import_kv(std::size_t slot, std::size_t len, std::size_t b0, std::size_t b1,
+                             const float* in) {
+  walk_kv(slot, len, b0, b1,
+          [&](std::size_t l, bool values, std::size_t at, std::size_t off, std::size_t n) {
+            auto& c = values ? layers_[l].v_cache : layers_[l].k_cache;
+            std::copy_n(in + off, n, c.data() + at);
+          });
 }
 
 // x[r] += W_rowparallel * in[r]; in holds this rank's in_local columns. See model.hpp.

@@ -100,6 +100,14 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
   add(app.add_option("--kill-grace", kill_grace_text_,
                      "Seconds between SIGTERM and SIGKILL when stopping ranks (default 2)")
           ->type_name("SECONDS"));
+  add(app.add_option("--max-restarts", max_restarts_text_,
+                     "After a rank fails (non-zero exit, signal, fail-stop abort), start the "
+                     "whole job again, at most N times (default 0); the ranks see "
+                     "SPARK_RESTART_COUNT")
+          ->type_name("INT"));
+  add(app.add_option("--restart-backoff", restart_backoff_text_,
+                     "Seconds to wait before each restart (default 1)")
+          ->type_name("SECONDS"));
   add(app.add_flag("--signal-group", o_.signal_group,
                    "Forward SIGUSR1/SIGUSR2 to each rank's whole process group (default: to the "
                    "rank's own process, so its children are spared)"));
@@ -167,6 +175,10 @@ Options LaunchOptions::finish() {
     if (*o.timeout_s <= 0) throw UsageError("--timeout: must be more than 0 seconds");
   }
   if (given("--kill-grace")) o.kill_grace_s = parse_seconds(kill_grace_text_, "--kill-grace");
+  if (given("--max-restarts"))
+    o.max_restarts = parse_int(max_restarts_text_, 0, 1'000'000, "--max-restarts");
+  if (given("--restart-backoff"))
+    o.restart_backoff_s = parse_seconds(restart_backoff_text_, "--restart-backoff");
   for (const auto& h : o.hosts) {
     if (h.empty()) throw UsageError("--host: empty host list");
   }

@@ -25,6 +25,8 @@ struct Options {
   std::string output_dir;            // --output-dir: DIR/rank.N/{stdout,stderr}
   std::optional<double> timeout_s;   // --timeout SECONDS (exit 124)
   double kill_grace_s = 2.0;         // --kill-grace SECONDS between SIGTERM and SIGKILL
+  int max_restarts = 0;              // --max-restarts N: start the whole group again N times
+  double restart_backoff_s = 1.0;    // --restart-backoff SECONDS before each restart
   bool oversubscribe = false;        // allow more ranks than slots
   bool verbose = false;              // --verbose: launch timings on stderr
   std::string launch_agent;          // --launch-agent CMD ({host}); empty: ssh (multi-host)
@@ -71,7 +73,8 @@ class LaunchOptions {
  private:
   std::vector<CLI::Option*> table_;
   Options o_;
-  std::string np_text_, per_node_text_, timeout_text_, kill_grace_text_;
+  std::string np_text_, per_node_text_, timeout_text_, kill_grace_text_, max_restarts_text_,
+      restart_backoff_text_;
   bool allow_run_as_root_ = false;  // mpirun's --allow-run-as-root: accepted, nothing to allow
 };
 

@@ -129,6 +129,7 @@ class Coordinator {
 
 void Coordinator::fail(int code, const std::string& line, bool print) {
   if (print) say(line);
+  if (!code_ && spec_.failed) spec_.failed(code, line);
   if (!code_) code_ = code;
   begin_abort(false);
 }

@@ -4,6 +4,7 @@
 // daemon or --timeout into a group abort on every host. See docs/multihost.md.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +33,8 @@ struct MultiHostSpec {
   std::string bind_to;
   std::string map_by;
   bool report_bindings = false;
+  // The job's first failure (exit code, its line; the line may be empty), once (--max-restarts).
+  std::function<void(int code, const std::string& line)> failed;
 };
 
 /// Runs the job across the hosts; returns sparkrun's exit code.

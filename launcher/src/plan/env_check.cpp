@@ -29,6 +29,7 @@ std::string check_rank_env(const std::vector<std::string>& environment,
     if (is_spark_name(name)) values[name] = value;
   }
   for (const auto& [name, value] : identity_env(RankIdentity{})) values.erase(name);
+  for (const auto& [name, value] : restart_env(0, 0, {}, {})) values.erase(name);
   if (values.empty()) return {};  // the defaults are valid by construction
   try {
     (void)config::Config::from_map(values);

@@ -87,6 +87,17 @@ std::vector<EnvVar> torchrun_env(const RankIdentity& id, const std::vector<std::
                     base, exports);
 }
 
+std::vector<EnvVar> restart_env(int restart_count, int max_restarts,
+                                const std::vector<std::string>& base,
+                                const std::vector<EnvVar>& exports) {
+  std::vector<EnvVar> env = {{protocol::rank_env::kRestartCount, std::to_string(restart_count)}};
+  for (auto& v : unless_set({{"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+                             {"TORCHELASTIC_MAX_RESTARTS", std::to_string(max_restarts)}},
+                            base, exports))
+    env.push_back(std::move(v));
+  return env;
+}
+
 std::vector<EnvVar> torchrun_master_env(const std::string& addr, int port,
                                         const std::vector<std::string>& base,
                                         const std::vector<EnvVar>& exports) {

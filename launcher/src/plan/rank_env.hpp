@@ -45,6 +45,13 @@ std::vector<EnvVar> unless_set(std::vector<EnvVar> vars, const std::vector<std::
 std::vector<EnvVar> torchrun_env(const RankIdentity& id, const std::vector<std::string>& base,
                                  const std::vector<EnvVar>& exports);
 
+/// The attempt's variables (--max-restarts, docs/launcher.md): SPARK_RESTART_COUNT (0 on the
+/// first attempt; always sparkrun's) and torchrun's TORCHELASTIC_RESTART_COUNT /
+/// TORCHELASTIC_MAX_RESTARTS, those two only when the user set neither in `base` nor `exports`.
+std::vector<EnvVar> restart_env(int restart_count, int max_restarts,
+                                const std::vector<std::string>& base,
+                                const std::vector<EnvVar>& exports);
+
 /// torchrun's job-wide MASTER_ADDR / MASTER_PORT: `addr` (rank 0's host on the control
 /// network) and `port`, each only when the user set neither in `base` nor in `exports`.
 std::vector<EnvVar> torchrun_master_env(const std::string& addr, int port,

@@ -32,6 +32,7 @@
 #include "fabric_command.hpp"
 #include "rank_env.hpp"
 #include "remote_launch.hpp"
+#include "restart_loop.hpp"
 #include "slurm_plan.hpp"
 #include "spawn.hpp"
 #include "stderr_output.hpp"
@@ -70,6 +71,10 @@ std::vector<std::string> current_environment() {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
   return env;
+}
+
+RestartPolicy restart_policy(const Options& o) {
+  return {o.max_restarts, o.restart_backoff_s};
 }
 
 int launch(const Options& o, std::chrono::steady_clock::time_point started) {
@@ -128,11 +133,18 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
     m.bind_to = o.bind_to;
     m.map_by = o.map_by;
     m.report_bindings = o.report_bindings;
-    const auto trace =
-        TraceJob::begin(m.exports);  // SPARK_TRACE: merge the ranks' files at the end
-    const int rc = run_multihost(m);
-    trace.finish(m.plan.size);
-    return rc;
+    return run_with_restarts(restart_policy(o), [&m](const Attempt& a) {
+      MultiHostSpec s = m;  // each attempt is a new job (restart_loop.hpp)
+      if (a.count > 0) s.job_id = make_job_id();
+      for (auto& v : restart_env(a.count, a.max_restarts, current_environment(), s.exports))
+        s.exports.push_back(std::move(v));
+      if (a.report) s.failed = [&a](int, const std::string& line) { a.report(line); };
+      const auto trace =
+          TraceJob::begin(s.exports);  // SPARK_TRACE: merge the ranks' files at the end
+      const int rc = run_multihost(s);
+      trace.finish(s.plan.size);
+      return rc;
+    });
   }
 
   NodeRunSpec spec;
@@ -178,11 +190,18 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
   spec.signal_group = o.signal_group;
   spec.verbose_since = started;
   spec.exit_after_run = true;  // sparkrun ends with the job: no PMIx teardown (main() below)
-  const auto trace =
-      TraceJob::begin(spec.exports);  // SPARK_TRACE: merge the ranks' files at the end
-  const int rc = run_node(spec);
-  trace.finish(spec.plan.size);
-  return rc;
+  return run_with_restarts(restart_policy(o), [&spec](const Attempt& a) {
+    NodeRunSpec s = spec;  // each attempt is a new job (restart_loop.hpp)
+    if (a.count > 0) s.job_id = make_job_id();
+    for (auto& v : restart_env(a.count, a.max_restarts, s.base_env, s.exports))
+      s.exports.push_back(std::move(v));
+    if (a.report) s.link.failed = [&a](int, const std::string& line) { a.report(line); };
+    const auto trace =
+        TraceJob::begin(s.exports);  // SPARK_TRACE: merge the ranks' files at the end
+    const int rc = run_node(s);
+    trace.finish(s.plan.size);
+    return rc;
+  });
 }
 
 int sparkrun_main(int argc, char** argv) {

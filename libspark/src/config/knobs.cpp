@@ -127,6 +127,10 @@ constexpr Knob kKnobs[] = {
      "rocep1s0f0,roceP2p1s0f0. A preference: toward a peer these do not reach, the fabric "
      "map's lanes are used (and the -v report says so).",
      KnobType::string, KnobOrigin::launcher, 0, 0, {}, &fill<&CommOptions::rdma_lanes>},
+    {"SPARK_RESTART_COUNT", "integer", "",
+     "Which attempt of the job this is under sparkrun --max-restarts: 0 on the first, then 1 "
+     "per restart of the whole group (a serving job can reload and tell its clients).",
+     KnobType::integer, KnobOrigin::launcher, 0, 1'000'000, {}},
     // --- diagnostics ---------------------------------------------------------------------------
     {"SPARK_LOG", "LEVEL[:SUBSYS,...]", "warn",
      "Log level (error|warn|info|trace), optionally limited to subsystems, e.g. "

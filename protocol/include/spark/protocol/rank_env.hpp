@@ -13,5 +13,6 @@ inline constexpr const char* kJobId = "SPARK_JOB_ID";          // names shm segm
 inline constexpr const char* kHost = "SPARK_HOST";             // node identity (never hostname)
 inline constexpr const char* kCpuset = "SPARK_CPUSET";         // cores the rank is bound to
 inline constexpr const char* kLanes = "SPARK_LANES";           // the rank's NIC lanes
+inline constexpr const char* kRestartCount = "SPARK_RESTART_COUNT";  // 0, then 1 per restart
 
 }  // namespace spark::protocol::rank_env

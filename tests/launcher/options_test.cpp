@@ -36,6 +36,20 @@ TEST(Options, ShortAndLongForms) {
   EXPECT_EQ(r.options.command, (std::vector<std::string>{"prog"}));
 }
 
+TEST(Options, Restarts) {
+  auto r = parse({"prog"});
+  EXPECT_EQ(r.options.max_restarts, 0);
+  EXPECT_DOUBLE_EQ(r.options.restart_backoff_s, 1.0);
+  r = parse({"--max-restarts", "3", "--restart-backoff", "0.25", "prog"});
+  EXPECT_EQ(r.options.max_restarts, 3);
+  EXPECT_DOUBLE_EQ(r.options.restart_backoff_s, 0.25);
+  EXPECT_DOUBLE_EQ(parse({"--restart-backoff", "0", "prog"}).options.restart_backoff_s, 0.0);
+  for (const char* bad : {"-1", "x", "1.5", ""})
+    EXPECT_THROW(parse({"--max-restarts", bad, "prog"}), UsageError) << bad;
+  for (const char* bad : {"-1", "x", "inf"})
+    EXPECT_THROW(parse({"--restart-backoff", bad, "prog"}), UsageError) << bad;
+}
+
 // Every value-taking option comes from the one table: "-np" after "--fabric FILE" is still the
 // launcher's (it was read as "-n p": "-n: 'p' is not a whole number").
 TEST(Options, NpAfterFabricFile) {

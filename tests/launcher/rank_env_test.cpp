@@ -90,6 +90,13 @@ TEST(RankEnv, TorchrunVariables) {
             (std::vector<EnvVar>{{"MASTER_ADDR", "10.0.0.1"}}));
   EXPECT_TRUE(
       torchrun_master_env("a", 1, {}, {{"MASTER_ADDR", "b"}, {"MASTER_PORT", "2"}}).empty());
+  // --max-restarts: SPARK_RESTART_COUNT is always sparkrun's; torchrun's two unless set.
+  EXPECT_EQ(restart_env(2, 3, {}, {}), (std::vector<EnvVar>{{"SPARK_RESTART_COUNT", "2"},
+                                                            {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                                            {"TORCHELASTIC_MAX_RESTARTS", "3"}}));
+  EXPECT_EQ(restart_env(0, 0, {"TORCHELASTIC_MAX_RESTARTS=5", "SPARK_RESTART_COUNT=7"},
+                        {{"TORCHELASTIC_RESTART_COUNT", "1"}}),
+            (std::vector<EnvVar>{{"SPARK_RESTART_COUNT", "0"}}));
   const int port = pick_free_port();
   EXPECT_GT(port, 0);
   EXPECT_LT(port, 65536);

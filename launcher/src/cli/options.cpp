@@ -102,7 +102,7 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
           ->type_name("SECONDS"));
   add(app.add_option("--max-restarts", max_restarts_text_,
                      "After a rank fails (non-zero exit, signal, fail-stop abort), start the "
-                     "whole job again, at most N times (default 0); the ranks see "
+                     "whole job again, up to INT times (default 0); the ranks see "
                      "SPARK_RESTART_COUNT")
           ->type_name("INT"));
   add(app.add_option("--restart-backoff", restart_backoff_text_,

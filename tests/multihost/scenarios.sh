@@ -260,6 +260,29 @@ link_cut)
   grep "no data from rank" "$out/e" | head -3
   wait_for 15 ns_empty || fail "processes left in a namespace"
   ;;
+restarts)
+  # --max-restarts over hosts (docs/launcher.md): rank 4 (host c) exits 3 on attempt 0, the
+  # whole group on every host starts again (daemons too) as a new job, and attempt 1 runs clean.
+  # Each rank of attempt 1 checks that no process of attempt 0 is left anywhere ("[.]": the
+  # pattern does not match the other ranks' pgrep).
+  wrap='a=$SPARK_RESTART_COUNT
+echo "rank $SPARK_RANK count $a job $SPARK_JOB_ID"
+[ "$a" = 0 ] && exec "$0" exit 3 4 "$1.a0"
+[ -z "$(pgrep -f "$1[.]a0")" ] || echo "LEFTOVER of attempt 0 at rank $SPARK_RANK"
+exec "$0" hello "$1.a1"'
+  run -n 6 --host "$MH_NS1:2,$MH_NS2:2,$MH_NS3:2" --max-restarts 2 --restart-backoff 0 \
+    sh -c "$wrap" "$rank" "$marker" >"$out/o" 2>"$out/e"
+  rc=$?
+  [ "$rc" = 0 ] || fail "exit code $rc, want 0"
+  expect "^sparkrun: attempt 1 of 3 failed: host $MH_NS3: rank 4 (pid [0-9]*) exited with status 3; restarting in 0 s$" "$out/e"
+  expect "^sparkrun: attempt 2 of 3 succeeded$" "$out/e"
+  [ "$(grep -c ' count 0 ' "$out/o")" = 6 ] || fail "not 6 ranks in attempt 0"
+  [ "$(grep -c ' count 1 ' "$out/o")" = 6 ] || fail "not 6 ranks in attempt 1"
+  [ "$(grep -c '^hello' "$out/o")" = 6 ] || fail "attempt 1: not 6 hello lines"
+  [ "$(grep -o ' job [^ ]*' "$out/o" | sort -u | wc -l)" = 2 ] || fail "not 2 distinct job ids"
+  grep -q LEFTOVER "$out/o" && fail "a process of attempt 0 was alive in attempt 1"
+  wait_for 15 ns_empty || fail "processes left in a namespace"
+  ;;
 *)
   echo "unknown scenario $name"
   exit 2

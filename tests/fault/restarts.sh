@@ -164,6 +164,19 @@ grep -qx "sparkrun: attempt 1 of 4 stopped by SIGTERM: not restarting" "$W/err" 
   fail "attempt_term: no line"
 [ "$(counts)" = "0:2 " ] || fail "attempt_term: attempts per count: $(counts)"
 
+# 6b. SIGKILL to sparkrun during an attempt: the attempt's launcher gets SIGTERM (PDEATHSIG) and
+#     stops its ranks; nothing of the job is left and no attempt follows.
+start sparkrun_killed 2 hold_first 0 --max-restarts 3 --restart-backoff 0
+wait_log 2
+kill -9 "$(pgrep -P "$sp_pid" -x sparkrun)"  # sp_pid is timeout's: it reports 137
+for i in $(seq 1 100); do
+  [ -z "$(leftovers "$marker")" ] && [ -z "$(ls -A "$W/tmp")" ] && break
+  sleep 0.05
+done
+finish
+[ "$rc" -eq 137 ] || fail "sparkrun_killed: exit $rc, want 137"
+[ "$(counts)" = "0:2 " ] || fail "sparkrun_killed: attempts per count: $(counts)"
+
 # 7. Success is never restarted (and says nothing).
 start success 2 ok 0 --max-restarts 3
 finish

@@ -27,6 +27,7 @@ trap cleanup EXIT
 cat >"$work/rank.sh" <<'EOF'
 mode=$1 n=$2 prog=$3 marker=$4
 c=$SPARK_RESTART_COUNT
+echo "count $c"
 echo "$SPARK_RANK $c $$ $SPARK_JOB_ID ${TORCHELASTIC_RESTART_COUNT:-} ${TORCHELASTIC_MAX_RESTARTS:-}" >>"$W/log"
 if [ "$c" -gt 0 ]; then
   for p in $(awk -v c="$c" '$2 < c {print $3}' "$W/log"); do
@@ -110,6 +111,18 @@ grep -qx "sparkrun: attempt 3 of 3 succeeded" "$W/err" || fail "twice: no line f
 [ "$(awk '{print $4}' "$W/log" | sort -u | wc -l)" -eq 3 ] || fail "twice: not 3 distinct job ids"
 awk '$2 != $5 || $6 != 2 {exit 1}' "$W/log" || fail "twice: TORCHELASTIC_* variables wrong"
 echo "three attempts of 3 ranks (two restarts, back-off 0) in $ms ms"
+
+# 1b. --output-dir keeps every attempt's output: DIR/attempt.K/rank.N.
+start output_dir 2 fail_until 1 --max-restarts 1 --restart-backoff 0 --output-dir "$work/outdir"
+finish
+[ "$rc" -eq 0 ] || fail "output_dir: exit $rc, want 0"
+for a in 0 1; do
+  for r in 0 1; do
+    f=$work/outdir/attempt.$a/rank.$r/stdout
+    [ "$(cat "$f" 2>/dev/null)" = "count $a" ] || fail "output_dir: $f does not hold attempt $a's output"
+  done
+done
+[ ! -e "$work/outdir/rank.0" ] || fail "output_dir: rank.0 outside the attempt dirs"
 
 # 2. The same under --max-restarts 1: exit 3 after 2 attempts.
 start out_of_restarts 3 fail_until 2 --max-restarts 1 --restart-backoff 0

@@ -274,7 +274,8 @@ void Runner::start_ranks() {
 
     if (!spec_.output_dir.empty()) {
       std::string dir = spec_.output_dir + "/rank." + std::to_string(r.rank);
-      ::mkdir(dir.c_str(), 0755);  // errors show up at open below
+      std::error_code ec;                            // errors show up at open below
+      std::filesystem::create_directories(dir, ec);  // also DIR/attempt.K (--max-restarts)
       for (int which = 0; which < 2; ++which) {
         std::string file = dir + (which == 0 ? "/stdout" : "/stderr");
         int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -136,6 +136,7 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
     return run_with_restarts(restart_policy(o), [&m](const Attempt& a) {
       MultiHostSpec s = m;  // each attempt is a new job (restart_loop.hpp)
       if (a.count > 0) s.job_id = make_job_id();
+      s.output_dir = attempt_output_dir(s.output_dir, a);
       for (auto& v : restart_env(a.count, a.max_restarts, current_environment(), s.exports))
         s.exports.push_back(std::move(v));
       if (a.report) s.failed = [&a](int, const std::string& line) { a.report(line); };
@@ -193,6 +194,7 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
   return run_with_restarts(restart_policy(o), [&spec](const Attempt& a) {
     NodeRunSpec s = spec;  // each attempt is a new job (restart_loop.hpp)
     if (a.count > 0) s.job_id = make_job_id();
+    s.output_dir = attempt_output_dir(s.output_dir, a);
     for (auto& v : restart_env(a.count, a.max_restarts, s.base_env, s.exports))
       s.exports.push_back(std::move(v));
     if (a.report) s.link.failed = [&a](int, const std::string& line) { a.report(line); };

@@ -145,6 +145,11 @@ std::string read_report(int fd) {
 
 }  // namespace
 
+std::string attempt_output_dir(const std::string& dir, const Attempt& attempt) {
+  if (dir.empty() || attempt.max_restarts == 0) return dir;
+  return dir + "/attempt." + std::to_string(attempt.count);
+}
+
 std::string no_restart_reason(int code) {
   if (code == 0) return "";  // not asked: success is never restarted
   if (code == kExitTimeout) return "--timeout expired";

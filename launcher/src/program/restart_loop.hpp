@@ -25,6 +25,10 @@ struct Attempt {
   std::function<void(const std::string& line)> report;
 };
 
+/// --output-dir DIR of an attempt: DIR/attempt.K (K = count) when there are restarts, so that
+/// a failed attempt's output is kept; DIR itself without.
+std::string attempt_output_dir(const std::string& dir, const Attempt& attempt);
+
 /// Why an attempt that failed with exit code `code` is not restarted, or empty when it is
 /// (pure: exit codes of exit_rules.hpp).
 std::string no_restart_reason(int code);

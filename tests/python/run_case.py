@@ -105,6 +105,53 @@ elif case == "store_init":
     if any(p.returncode for p in procs):
         fail("a rank failed")
     expect_ok(2, "".join(outs), 0)
+elif case == "store_settings_differ":
+    # The store bootstrap (torch's TCPStore) gets the same settings check as PMIx: rank 1 alone
+    # has SPARK_TCP_LANES=4; both ranks fail in seconds naming it, with either failure policy.
+    need_torch()
+    code = (
+        "import sys, datetime, torch.distributed as dist, sparkrun\n"
+        "r, port = int(sys.argv[1]), int(sys.argv[2])\n"
+        "s = dist.TCPStore('127.0.0.1', port, 2, r == 0, datetime.timedelta(seconds=30))\n"
+        "try:\n"
+        "    sparkrun.init(store=s, rank=r, size=2)\n"
+        "except Exception as e:\n"
+        "    print(f'rank {r} raised: {e}', flush=True); sys.exit(3)\n"
+        "print(f'rank {r} ok', flush=True)\n")
+    import socket
+    want = ("settings differ between ranks: SPARK_TCP_LANES=4 on rank 1, 2 on rank 0 (give every "
+            "rank the same value, e.g. with -x SPARK_TCP_LANES=4)")
+    for policy in ("raise", "abort"):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PMIX", "SPARK_RANK", "SPARK_SIZE", "SPARK_TCP_LANES"))}
+        env.update(SPARK_TRANSPORT="tcp", SPARK_ON_FAILURE=policy)
+        start = time.monotonic()
+        procs = [subprocess.Popen([PY, "-c", code, str(r), str(port)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True,
+                                  env=dict(env, **({"SPARK_TCP_LANES": "4"} if r == 1 else {})))
+                 for r in range(2)]
+        outs = []
+        for p in procs:
+            try:
+                outs.append(p.communicate(timeout=60)[0])
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                fail(f"{policy}: init over a TCPStore with different settings hung")
+        took = time.monotonic() - start
+        print(f"--- {policy}: exits {[p.returncode for p in procs]} after {took:.2f} s")
+        print("\n".join(outs))
+        if any(p.returncode == 0 for p in procs):
+            fail(f"{policy}: a rank went on although the settings differ")
+        if took > 15:
+            fail(f"{policy}: the ranks took {took:.1f} s to fail (a timeout, not the check)")
+        if policy == "raise" and any(f"rank {r} raised: {want}" not in outs[r] for r in range(2)):
+            fail("raise: not every rank raised the one line naming SPARK_TCP_LANES")
+        if policy == "abort" and want not in outs[0]:
+            fail("abort: rank 0 did not report the line naming SPARK_TCP_LANES")
 elif case.startswith("torch_ops"):
     need_torch()
     n = int(case.rsplit("_", 1)[1])

@@ -1,7 +1,8 @@
-// Transport wire-up: publish node identity, pick a transport per peer (transport/registry.hpp:
-// shm on the same node; across nodes roce where the fabric map's RDMA lanes reach the peer,
-// else tcp with a note; SPARK_TRANSPORT forces one), let each transport publish
-// its endpoint, fence, connect each from its peers' bytes, then a CPU-side barrier so that
+// Transport wire-up: publish node identity and the settings every rank must share (checked
+// right after the first fence, before anything can wait on a peer), pick a transport per peer
+// (transport/registry.hpp: shm on the same node; across nodes roce where the fabric map's RDMA
+// lanes reach the peer, else tcp with a note; SPARK_TRANSPORT forces one), let each transport
+// publish its endpoint, fence, connect each from its peers' bytes, then a CPU-side barrier so that
 // every rank is connected before init() returns. No concrete transport is named here.
 
 #include <algorithm>
@@ -9,11 +10,47 @@
 #include <map>
 
 #include "comm/communicator_impl.hpp"
+#include "comm/settings_digest.hpp"
 #include "spark/error.hpp"
 #include "transport/registry.hpp"
 #include "transport/tcp/tcp_hello.hpp"
 
 namespace spark {
+namespace {
+
+// Every rank reads every rank's settings record after the same fence, so every rank reaches the
+// same verdict here; a difference ends the job now, naming the setting, instead of hanging in a
+// transport's set-up or in init's barrier until a timeout blames an innocent rank.
+void check_settings(bootstrap::Bootstrap& boot, const CommOptions& options,
+                    std::chrono::milliseconds join) {
+  std::vector<settings_digest::Settings> all;
+  for (int r = 0; r < boot.size(); ++r) {
+    std::vector<std::byte> bytes;
+    try {
+      bytes = boot.get(r, settings_digest::kKey);
+    } catch (const BootstrapError&) {  // a libspark from before the settings record
+      all.push_back({{settings_digest::kVersion, "(older, without a settings record)"}});
+      continue;
+    }
+    all.push_back(settings_digest::decode(r, bytes));
+  }
+  const auto differ = settings_digest::verdict(all);
+  if (!differ) return;
+  if (options.report_failures) {
+    // One report: rank 0's abort (sparkrun prints its line and stops the group). The others
+    // throw only after it: rank 0 never reaches this fence, which fails once rank 0 has
+    // aborted (PMIx, rank 0's rendezvous or store closing) or after 5 s at the latest, so the
+    // launcher's first failure is rank 0's report, not another rank's exit status.
+    if (boot.rank() == 0) boot.abort(1, *differ);
+    try {
+      boot.fence(std::min(join, std::chrono::milliseconds(5000)));
+    } catch (const std::exception&) {
+    }
+  }
+  throw ConfigError(*differ);
+}
+
+}  // namespace
 
 void CommunicatorImpl::wire_up() {
   rank_ = boot_->rank();
@@ -29,6 +66,7 @@ void CommunicatorImpl::wire_up() {
 
   const std::chrono::milliseconds join(options_.join_timeout_ms);
   boot_->put("spark.node", bootstrap::as_bytes(node_id_));
+  boot_->put(settings_digest::kKey, settings_digest::encode(rank_, settings_digest::of(options_)));
   transport::publish_choice_facts(*boot_, options_, local_size_ < size_);  // with the node id
   // The job's token for the data plane (transport/tcp/tcp_hello.hpp): drawn by rank 0, handed
   // over by the bootstrap (the job's own channel), in every tcp hello.
@@ -38,6 +76,7 @@ void CommunicatorImpl::wire_up() {
         bootstrap::as_bytes(transport::tcp_hello::to_hex(transport::tcp_hello::random_token())));
   boot_->commit();
   boot_->fence(join);
+  check_settings(*boot_, options_, join);
   transport::Setup base{
       .rank = rank_,
       .size = size_,

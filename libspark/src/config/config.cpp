@@ -269,8 +269,9 @@ std::string Config::describe_sources() const {
   for (const Knob& knob : knobs()) {
     if (knob.kind == KnobType::refused) continue;  // set ones never get this far
     const Entry& e = entry(knob.name);
-    out += fmt::format("{}={} [{}]\n    {}; {}\n", knob.name, e.value ? *e.value : "(unset)",
-                       source_name(e.source), knob.type, knob.doc);
+    out += fmt::format("{}={} [{}]\n    {}{}; {}\n", knob.name, e.value ? *e.value : "(unset)",
+                       source_name(e.source), knob.type,
+                       knob.scope == KnobScope::job ? "; the same on every rank" : "", knob.doc);
   }
   for (const auto& name : unknown_) {
     out += fmt::format("warning: {} is set but is not a libspark variable (a typo?)\n", name);
@@ -285,9 +286,18 @@ namespace spark {
 CommOptions CommOptions::from_config(const config::Config& config) {
   CommOptions o;
   o.spin_auto = true;  // until SPARK_SPIN_US fills spin_us
-  for (const config::Knob& knob : config::knobs())
-    if (const auto value = knob.fill ? config.value(knob.name) : std::nullopt)
-      knob.fill(o, knob, *value);
+  for (const config::Knob& knob : config::knobs()) {
+    const auto value = config.value(knob.name);
+    if (knob.fill && value) knob.fill(o, knob, *value);
+    if (knob.scope != config::KnobScope::job) continue;
+    // Numbers compare by value ("010" is 10), everything else as written.
+    const bool number =
+        knob.kind == config::KnobType::integer || knob.kind == config::KnobType::milliseconds;
+    o.job_settings.emplace_back(knob.name, !value ? ""
+                                           : number
+                                               ? std::to_string(config::parse_integer(knob, *value))
+                                               : *value);
+  }
   // SPARK_LOG=info or trace, for every subsystem or the one named.
   const auto& subsystems = config.log_subsystems();
   const auto logs = [&](std::string_view subsystem) {

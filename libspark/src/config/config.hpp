@@ -38,6 +38,15 @@ enum class KnobOrigin : std::uint8_t {
   removed,   ///< refused variables of the old RoCE library
 };
 
+/// Whether ranks may differ in a knob. job: both ends of a connection must agree (transport
+/// choice, lanes per peer, deadlines that decide who reports a failure, shm names), so the
+/// wire-up compares every rank's value and a difference fails every rank at once
+/// (comm/settings_digest.hpp) instead of hanging until a timeout blames an innocent rank.
+enum class KnobScope : std::uint8_t {
+  rank,  ///< each rank may have its own value (addresses, devices, logging)
+  job,   ///< the same on every rank of the job
+};
+
 struct Knob;
 /// Fills the field a row is bound to (UCX: the field's offset in its part's options) from the
 /// row's validated value; nullptr for rows that their part reads by name (Config::value).
@@ -54,6 +63,7 @@ struct Knob {
   std::int64_t max = 0;      ///< integer / milliseconds only
   std::string_view choices;  ///< choice only, '|'-separated
   FillField fill = nullptr;  ///< the CommOptions member this knob fills (CommOptions::from_config)
+  KnobScope scope = KnobScope::rank;  ///< job: compared across ranks at wire-up
 };
 
 /// Every variable libspark reads (SPARK_*, SPARKNET_*, torchrun's), in a fixed order.

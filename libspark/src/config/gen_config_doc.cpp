@@ -15,6 +15,7 @@ namespace {
 
 using spark::config::Knob;
 using spark::config::KnobOrigin;
+using spark::config::KnobScope;
 using spark::config::KnobType;
 
 // A '|' inside a cell would end the cell.
@@ -105,16 +106,37 @@ status 1 (its peers see its connections close and fail at once, each with its ow
 `spark::CommFailure` (C API: returns `SPARK_ERR_COMM_FAILED`, `spark_failure()` gives the
 record), and the application must exit itself.
 )";
+  std::string shared;
+  for (const Knob& k : spark::config::knobs())
+    if (k.scope == KnobScope::job)
+      shared += (shared.empty() ? "`" : ", `") + std::string(k.name) + "`";
+  out << fmt::format(R"(
+## Settings every rank must share
+
+Some settings decide what both ends of a connection expect, so every rank of a job must have
+the same value: {} (the column "Same on every rank" below), and the same libspark version.
+Each rank publishes these values with its first bootstrap publish; right after that fence
+every rank compares every rank's values, so a difference fails the job at once, on every rank,
+before anything waits on a peer. Under sparkrun the one line reads
+
+    sparkrun: rank 0 aborted: settings differ between ranks: SPARK_TCP_LANES=4 on rank 1, 2 on ranks 0,2 (give every rank the same value, e.g. with -x SPARK_TCP_LANES=4)
+
+(rank 0 reports it; the others are stopped with it or, not under a launcher, throw the same
+`spark::ConfigError` within 5 s). With `SPARK_ON_FAILURE=raise` every rank throws it from
+`spark::init()`. Sub-communicators inherit their parent's settings.
+)",
+                     shared);
   for (auto origin :
        {KnobOrigin::user, KnobOrigin::launcher, KnobOrigin::torchrun, KnobOrigin::removed}) {
     out << "\n## " << section(origin) << "\n\n"
-        << "| Variable | Type | Default | Valid | Description |\n"
-        << "| --- | --- | --- | --- | --- |\n";
+        << "| Variable | Type | Default | Valid | Same on every rank | Description |\n"
+        << "| --- | --- | --- | --- | --- | --- |\n";
     for (const Knob& k : spark::config::knobs()) {
       if (k.origin != origin) continue;
-      out << fmt::format("| `{}` | {} | {} | {} | {} |\n", k.name, cell(k.type),
+      out << fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", k.name, cell(k.type),
                          k.default_value.empty() ? "unset" : fmt::format("`{}`", k.default_value),
-                         cell(valid_values(k)), cell(k.doc));
+                         cell(valid_values(k)), k.scope == KnobScope::job ? "yes" : "",
+                         cell(k.doc));
     }
   }
   return out.str();

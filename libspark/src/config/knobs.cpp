@@ -33,7 +33,11 @@ void fill_spin(CommOptions& o, const Knob& knob, const std::string& value) {
 constexpr std::string_view kTransportChoices = "auto" SPARK_TRANSPORTS(SPARK_TRANSPORT_CHOICE);
 
 // Field order: name, type, default, doc, kind, origin, min, max, choices, and for the
-// communicator's knobs the CommOptions member they fill.
+// communicator's knobs the CommOptions member they fill, then KnobScope::job for the knobs
+// every rank must share (the wire-up compares them: comm/settings_digest.hpp). Why those:
+// the transport and the lanes per peer decide what both ends of a connection expect; the
+// two deadlines decide which rank gives up first and so whom a failure record blames; the
+// job id names the shm segments both ends open.
 // clang-format off
 constexpr Knob kKnobs[] = {
     // --- fail-stop -----------------------------------------------------------------------------
@@ -41,7 +45,8 @@ constexpr Knob kKnobs[] = {
      "How long every wait on a peer may take before the communicator fails with a record naming "
      "rank, peer, lane and sequence number. Applies to every transport (roce, tcp, shm) and to "
      "the ring relay. Change it at run time with comm.set_timeout_ms().",
-     KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}, &fill<&CommOptions::timeout_ms>},
+     KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}, &fill<&CommOptions::timeout_ms>,
+     KnobScope::job},
     {"SPARK_ON_FAILURE", "abort|raise", "abort",
      "What a rank does when its communicator fails. abort: report the record to the launcher "
      "(PMIx_Abort, or rank 0's rendezvous) and end the whole rank group at once. raise: only "
@@ -53,7 +58,7 @@ constexpr Knob kKnobs[] = {
      "barrier() after model loading or JIT so that SPARKNET_ROCE_TIMEOUT_MS only measures "
      "communication.",
      KnobType::milliseconds, KnobOrigin::user, 1, 86'400'000, {},
-     &fill<&CommOptions::barrier_timeout_ms>},
+     &fill<&CommOptions::barrier_timeout_ms>, KnobScope::job},
     {"SPARK_JOIN_TIMEOUT_MS", "milliseconds", "60000",
      "How long the environment rendezvous waits for every rank to join (connect to rank 0's "
      "store, reach a fence). On expiry the error names the ranks that never arrived.",
@@ -65,10 +70,11 @@ constexpr Knob kKnobs[] = {
      "peer the fabric map's RDMA lanes reach (directly or through one relay), tcp with a note "
      "where none does."
      SPARK_TRANSPORTS(SPARK_TRANSPORT_DOC),
-     KnobType::choice, KnobOrigin::user, 0, 0, kTransportChoices, &fill<&CommOptions::transport>},
+     KnobType::choice, KnobOrigin::user, 0, 0, kTransportChoices, &fill<&CommOptions::transport>,
+     KnobScope::job},
     {"SPARK_TCP_LANES", "integer", "2",
      "TCP connections per peer; large messages are striped across them.", KnobType::integer,
-     KnobOrigin::user, 1, 16, {}, &fill<&CommOptions::tcp_lanes>},
+     KnobOrigin::user, 1, 16, {}, &fill<&CommOptions::tcp_lanes>, KnobScope::job},
     {"SPARK_TCP_ADDR", "IPv4 address", "",
      "Address the tcp transport listens on and publishes. Unset: the address of the interface "
      "that reaches the rendezvous or the node's primary address.",
@@ -115,7 +121,8 @@ constexpr Knob kKnobs[] = {
     {"SPARK_NODE_RANK", "integer", "", "Index of this rank's node in the job.", KnobType::integer,
      KnobOrigin::launcher, 0, kMaxRanks - 1, {}},
     {"SPARK_JOB_ID", "string", "", "Identifier of the job (names shared-memory segments, traces).",
-     KnobType::string, KnobOrigin::launcher, 0, 0, {}, &fill<&CommOptions::job_id>},
+     KnobType::string, KnobOrigin::launcher, 0, 0, {}, &fill<&CommOptions::job_id>,
+     KnobScope::job},
     {"SPARK_HOST", "string", "",
      "Name of this rank's node from the launcher's host list: node identity for local ranks "
      "and shared memory. Unset: gethostname().",

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace spark {
 
@@ -36,6 +38,9 @@ struct CommOptions {
   std::optional<std::string> trace_path;  ///< SPARK_TRACE
   bool log_wireup = false;  ///< SPARK_LOG=info or trace for wireup: per-peer transport and lanes
   bool log_tcp = false;     ///< SPARK_LOG=info or trace for tcp: dropped connections are printed
+  /// The knob rows of scope job (config.hpp, KnobScope) as NAME, value ("" = unset), in table
+  /// order: what the wire-up compares across ranks (comm/settings_digest.hpp).
+  std::vector<std::pair<std::string, std::string>> job_settings;
 
   static CommOptions from_config(const config::Config& config);
 };

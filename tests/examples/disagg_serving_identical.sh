@@ -2,7 +2,8 @@
 # disagg_serving's results equal sharded_inference's on one rank bit for bit (tokens and the
 # FNV hash of every logits vector) for the splits 1+1, 1+2 and 2+1; every request's KV hand-off
 # is reported (bytes, time, rate, time to first token) and the KV bytes are the model's
-# (layers x 2 x prompt length x dim x 4); a split that does not fill the world is refused.
+# (layers x 2 x prompt length x dim x 4); stdin in and stdout out give the same; a split that
+# does not fill the world is refused.
 #   disagg_serving_identical.sh SPARKRUN DISAGG_SERVING SHARDED_INFERENCE
 set -u
 sparkrun=$1 prog=$2 ref=$3
@@ -28,6 +29,12 @@ for split in 1+1 1+2 2+1; do
   # req-0's prompt has 4 tokens: 2 layers x (k, v) x 4 x 48 floats = 3.1 KB, whatever the split.
   grep -q '^request "req-0": prompt 4 tokens, KV 3.1 KB moved' "$d/err$p$q" || fail "$split: req-0 did not move 3.1 KB"
 done
+# Requests on stdin (rank 0 reads them), results on stdout (the first decode rank writes
+# them), the default split of 3 ranks (1+2): the same results.
+timeout 60 "$sparkrun" -n 3 "$prog" --model "$d/m.safetensors" --batch 4 --new-tokens 5 <"$d/req.jsonl" \
+  >"$d/stdout.jsonl" 2>"$d/errs" || { cat "$d/errs"; fail "stdin/stdout run exited $?"; }
+grep -q '^summary: 10 requests on 3 ranks (prefill 1, decode 2)' "$d/errs" || fail "default split of 3 ranks is not 1+2"
+cmp "$d/ref.jsonl" "$d/stdout.jsonl" || fail "stdin/stdout run gave other results"
 timeout 60 "$sparkrun" -n 3 "$prog" $run --prefill 2 --decode 2 >/dev/null 2>"$d/errbad" && fail "2+2 on 3 ranks was accepted"
 grep -q 'do not fill the 3 ranks' "$d/errbad" || { cat "$d/errbad"; fail "2+2 on 3 ranks: no clear message"; }
 echo PASS

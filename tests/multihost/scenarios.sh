@@ -235,6 +235,22 @@ spark_hello)
   done
   expect "correct on every rank" "$out/o"
   ;;
+settings_differ)
+  # A setting every rank must share, set on host b only (as that host's own environment
+  # would): the job ends within seconds, naming the setting, its values and the ranks,
+  # instead of hanging until init's barrier timeout (docs/fail-stop.md).
+  [ -x "$examples/hello" ] || { echo "SKIP: examples/hello not built"; exit 77; }
+  wrapper="if [ \"\$SPARK_HOST\" = $MH_NS2 ]; then export SPARK_TCP_LANES=4; fi; exec \"\$0\" \"\$@\""
+  t0=$(date +%s%N)
+  timeout 60 "${sr[@]}" -n 3 --host "$MH_HOSTS" -x SPARK_TRANSPORT=tcp sh -c "$wrapper" "$examples/hello" \
+    >"$out/o" 2>"$out/e"
+  rc=$? took=$(( ($(date +%s%N) - t0) / 1000000 ))
+  echo "exit $rc after $took ms"
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "exit $rc, expected a failure at init"
+  [ "$took" -lt 15000 ] || fail "took $took ms: a timeout, not the settings check"
+  expect "aborted: settings differ between ranks: SPARK_TCP_LANES=4 on rank 1, 2 on ranks 0,2 (give every rank the same value, e.g. with -x SPARK_TCP_LANES=4)" "$out/e"
+  grep -q "correct on every rank" "$out/o" && fail "the job ran"
+  ;;
 collectives)
   # Every collective across the 3 hosts over tcp, results checked, 2 ranks per host.
   [ -x "$examples/allreduce_perf" ] || { echo "SKIP: examples/allreduce_perf not built"; exit 77; }

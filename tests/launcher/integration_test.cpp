@@ -519,6 +519,52 @@ TEST(LauncherJob, PrintConfig) {
   EXPECT_TRUE(contains(bad.err, "SPARKNET_ROCE_TIMEOUT_MS")) << bad.err;
 }
 
+// --print-config shows what the ranks would read: -x wins over the environment and is named as
+// the source; a name the table does not know is a warning on stderr, not a table line.
+TEST(LauncherJob, PrintConfigAppliesExportsAndWarnsOnStderr) {
+  if (!SPARK_CONFIG_BUILT) GTEST_SKIP() << "built without libspark's spark_config";
+  Result r = finish(spawn({"/usr/bin/env", "SPARKNET_ROCE_TIMEOUT_MS=5000", "SPARK_TRASNPORT=tcp",
+                           "SPARK_DOCTOR_PROBE=/opt/probe", SPARKRUN, "--print-config", "-x",
+                           "SPARKNET_ROCE_TIMEOUT_MS=4321", "-x", "SPARK_TCP_LANES=3"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "SPARKNET_ROCE_TIMEOUT_MS=4321 [-x]\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "SPARK_TCP_LANES=3 [-x]\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "SPARK_DOCTOR_PROBE=/opt/probe [environment]\n")) << r.out;
+  EXPECT_FALSE(contains(r.out, "TRASNPORT")) << r.out;
+  EXPECT_TRUE(contains(r.err,
+                       "sparkrun: warning: SPARK_TRASNPORT is not a sparkrun setting (did you "
+                       "mean SPARK_TRANSPORT?)\n"))
+      << r.err;
+  EXPECT_FALSE(contains(r.err, "SPARK_DOCTOR_PROBE")) << r.err;
+  // A bad -x value is refused as it would be for a launch.
+  Result bad = sparkrun({"--print-config", "-x", "SPARK_TCP_LANES=99"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, "sparkrun: error: SPARK_TCP_LANES=\"99\" is refused")) << bad.err;
+}
+
+// A SPARK_* / SPARKNET_* name the knob table does not know, in sparkrun's environment or given
+// with -x, gets one warning line before the job starts, naming the nearest known name; the job
+// runs (with the defaults). Documented names (tool paths, test hooks) and Apache Spark's do not.
+TEST(LauncherJob, UnknownSettingNamesAreWarnedAbout) {
+  if (!SPARK_CONFIG_BUILT) GTEST_SKIP() << "built without libspark's spark_config";
+  Result r = finish(
+      spawn({"/usr/bin/env", "SPARK_TRASNPORT=tcp", "SPARK_DOCTOR_PROBE=/opt/probe",
+             "SPARK_HOME=/opt/spark", SPARKRUN, "-n", "2", "-x", "SPARKNET_ROCE_TIMEOUT=2000", "-x",
+             "SPARK_TEST_ROCE=1", "/bin/sh", "-c", "echo ran-$SPARK_RANK"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "ran-0\n") && contains(r.out, "ran-1\n")) << r.out;
+  EXPECT_TRUE(contains(r.err,
+                       "sparkrun: warning: SPARK_TRASNPORT is not a sparkrun setting (did you "
+                       "mean SPARK_TRANSPORT?)\n"))
+      << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "sparkrun: warning: SPARKNET_ROCE_TIMEOUT is not a sparkrun setting (did "
+                       "you mean SPARKNET_ROCE_TIMEOUT_MS?)\n"))
+      << r.err;
+  for (const char* known : {"SPARK_DOCTOR_PROBE", "SPARK_TEST_ROCE", "SPARK_HOME"})
+    EXPECT_FALSE(contains(r.err, known)) << r.err;
+}
+
 TEST(LauncherJob, OpenMpiDirectLaunch) {
   const std::string prog = MPI_ALLREDUCE;
   if (prog.empty()) GTEST_SKIP() << "mpicc.openmpi not found: Open MPI direct launch not tested";

@@ -3,6 +3,7 @@
 
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "config/config.hpp"
 #include "spark/error.hpp"
@@ -138,12 +139,78 @@ TEST(Config, KnobRowsFillCommOptions) {
   EXPECT_TRUE(spark::CommOptions::from_config(Config::from_map({})).spin_auto);
 }
 
-// The tool paths sparkrun reads are table rows, so --print-config does not call them typos.
-TEST(Config, ToolPathsAreKnobs) {
-  const auto cfg =
-      Config::from_map({{"SPARK_DOCTOR_PROBE", "/opt/p"}, {"SPARK_FABRIC_DISCOVER", "/opt/d"}});
+// The tool paths sparkrun reads, the scripts' variables and the test hooks are table rows, so
+// neither a launch nor --print-config calls them typos; the scripts' values are not checked.
+TEST(Config, ToolPathsScriptsAndHooksAreKnobs) {
+  const auto cfg = Config::from_map({{"SPARK_DOCTOR_PROBE", "/opt/p"},
+                                     {"SPARK_FABRIC_DISCOVER", "/opt/d"},
+                                     {"SPARK_BUILD_DIR", ""},
+                                     {"SPARK_TEST_ROCE", "1"},
+                                     {"SPARK_GPU_MIB", "lots"},
+                                     {"SPARK_DOCTOR_TEST_STOP_RANK", "1"}});
   EXPECT_TRUE(cfg.unknown_variables().empty());
   EXPECT_EQ(cfg.value("SPARK_DOCTOR_PROBE"), "/opt/p");
+  EXPECT_EQ(cfg.value("SPARK_GPU_MIB"), "lots");
+  EXPECT_EQ(spark::config::find_knob("SPARK_FABRIC_DISCOVER")->origin,
+            spark::config::KnobOrigin::tool);
+}
+
+TEST(NearestName, EditDistanceCountsSwapsAsOneEdit) {
+  using spark::config::edit_distance;
+  EXPECT_EQ(edit_distance("", ""), 0u);
+  EXPECT_EQ(edit_distance("", "ABC"), 3u);
+  EXPECT_EQ(edit_distance("ABC", ""), 3u);
+  EXPECT_EQ(edit_distance("TRANSPORT", "TRANSPORT"), 0u);
+  EXPECT_EQ(edit_distance("TRASNPORT", "TRANSPORT"), 1u);   // adjacent swap
+  EXPECT_EQ(edit_distance("TRANSPRT", "TRANSPORT"), 1u);    // deletion
+  EXPECT_EQ(edit_distance("TRANSPOORT", "TRANSPORT"), 1u);  // insertion
+  EXPECT_EQ(edit_distance("TRANSPIRT", "TRANSPORT"), 1u);   // substitution
+  EXPECT_EQ(edit_distance("ROCE_TIMEOUT", "ROCE_TIMEOUT_MS"), 3u);
+  EXPECT_EQ(edit_distance("CA", "ABC"), 3u);  // optimal string alignment, not full DL (2)
+}
+
+TEST(NearestName, SuggestsTheKnobATypoMeant) {
+  const auto nearest = [](std::string_view name) {
+    const auto* knob = spark::config::nearest_knob(name);
+    return knob ? std::string(knob->name) : std::string("(none)");
+  };
+  EXPECT_EQ(nearest("SPARK_TRASNPORT"), "SPARK_TRANSPORT");
+  EXPECT_EQ(nearest("SPARK_TRANSPRT"), "SPARK_TRANSPORT");
+  EXPECT_EQ(nearest("SPARKNET_ROCE_TIMEOUT"), "SPARKNET_ROCE_TIMEOUT_MS");
+  EXPECT_EQ(nearest("SPARK_TCP_LANE"), "SPARK_TCP_LANES");
+  EXPECT_EQ(nearest("SPARK_BARRIER_TIMEOUT"), "SPARK_BARRIER_TIMEOUT_MS");
+  // SPARK_ and SPARKNET_ are interchangeable, and the case does not matter.
+  EXPECT_EQ(nearest("SPARK_ROCE_TIMEOUT_MS"), "SPARKNET_ROCE_TIMEOUT_MS");
+  EXPECT_EQ(nearest("SPARKNET_TRANSPORT"), "SPARK_TRANSPORT");
+  EXPECT_EQ(nearest("SPARK_NET_ROCE_TIMEOUT_MS"), "SPARKNET_ROCE_TIMEOUT_MS");
+  EXPECT_EQ(nearest("SPARK_transport"), "SPARK_TRANSPORT");
+  EXPECT_EQ(nearest("SPARK_DOCTOR_PROBES"), "SPARK_DOCTOR_PROBE");
+  // Far from every name: no guess; a removed variable is never suggested.
+  EXPECT_EQ(nearest("SPARK_PROFILE_DIR"), "(none)");
+  EXPECT_EQ(nearest("SPARK_WORKERS"), "(none)");
+  EXPECT_EQ(nearest("SPARKNET_ROCE_SPIN_LIMT"), "(none)");
+  // Short names allow one edit only.
+  EXPECT_EQ(nearest("SPARK_LGO"), "SPARK_LOG");
+  EXPECT_EQ(nearest("SPARK_LX"), "(none)");
+}
+
+// Apache Spark's variables are another program's: not typos, and no "did you mean".
+TEST(NearestName, ApacheSparksNamesAreNotTypos) {
+  const Config cfg = Config::from_map({{"SPARK_HOME", "/opt/spark"},
+                                       {"SPARK_MASTER_HOST", "n1"},
+                                       {"SPARK_LOCAL_IP", "10.0.0.1"},
+                                       {"SPARK_LOCAL_RNAK", "1"}});
+  EXPECT_EQ(cfg.unknown_variables(), (std::vector<std::string>{"SPARK_LOCAL_RNAK"}));
+  EXPECT_TRUE(spark::config::is_other_programs_name("SPARK_WORKER_MEMORY"));
+  EXPECT_FALSE(spark::config::is_other_programs_name("SPARK_LOG_LEVEL"));  // ours, mistyped
+}
+
+TEST(NearestName, OneWordingForTheWarning) {
+  EXPECT_EQ(spark::config::unknown_name_warning("SPARK_TRASNPORT"),
+            "SPARK_TRASNPORT is not a sparkrun setting (did you mean SPARK_TRANSPORT?)");
+  EXPECT_EQ(spark::config::unknown_name_warning("SPARK_PROFILE_DIR"),
+            "SPARK_PROFILE_DIR is not a sparkrun setting; it is ignored (sparkrun --print-config "
+            "lists them)");
 }
 
 TEST(Config, OtherKnobRefusals) {
@@ -261,15 +328,15 @@ TEST(Config, TableIsCompleteAndConsistent) {
   EXPECT_EQ(spark::config::find_knob("SPARK_NOPE"), nullptr);
 }
 
-TEST(Config, DescribeSourcesListsValuesSourcesAndTypos) {
+// The table lists values and sources; the unknown names are the caller's to warn about (on
+// stderr, sparkrun --print-config), not lines of the table.
+TEST(Config, DescribeSourcesListsValuesAndSources) {
   const Config cfg = Config::from_map({{"SPARK_TRANSPORT", "tcp"}, {"SPARK_TRANSPRT", "shm"}});
   const std::string text = cfg.describe_sources();
   EXPECT_NE(text.find("SPARK_TRANSPORT=tcp [set]\n"), std::string::npos) << text;
   EXPECT_NE(text.find("SPARKNET_ROCE_TIMEOUT_MS=10000 [default]\n"), std::string::npos) << text;
   EXPECT_NE(text.find("SPARK_RANK=(unset) [default]\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("warning: SPARK_TRANSPRT is set but is not a libspark variable (a typo?)"),
-            std::string::npos)
-      << text;
+  EXPECT_EQ(text.find("SPARK_TRANSPRT"), std::string::npos) << text;
   EXPECT_EQ(cfg.unknown_variables(), (std::vector<std::string>{"SPARK_TRANSPRT"}));
 }
 
@@ -282,6 +349,13 @@ TEST(Config, FromEnvironmentReadsTheProcessEnvironment) {
   ::setenv("SPARKNET_ROCE_SPIN_LIMIT", "", 1);
   EXPECT_THROW((void)Config::from_environment(), ConfigError);
   ::unsetenv("SPARKNET_ROCE_SPIN_LIMIT");
+  // sparkrun's -x wins over the environment and is named as the source (--print-config -x).
+  const Config given = Config::from_environment(
+      {{"SPARK_TCP_LANES", "5"}, {"SPARK_TRASNPORT", "tcp"}, {"OTHER_TOOL_VAR", "1"}});
+  EXPECT_EQ(spark::CommOptions::from_config(given).tcp_lanes, 5);
+  EXPECT_EQ(given.source("SPARK_TCP_LANES"), spark::config::Source::option);
+  EXPECT_NE(given.describe_sources().find("SPARK_TCP_LANES=5 [-x]\n"), std::string::npos);
+  EXPECT_EQ(given.unknown_variables(), (std::vector<std::string>{"SPARK_TRASNPORT"}));
   ::unsetenv("SPARK_TCP_LANES");
 }
 

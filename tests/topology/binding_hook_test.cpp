@@ -64,6 +64,47 @@ TEST(BindingHook, XmlPlanIsShownNotApplied) {
   for (const auto& l : spec.lanes) EXPECT_EQ(l, "");  // lanes of another machine: not exported
 }
 
+// This node's part of a two-node job: with SPARK_TRANSPORT=auto its ranks use RDMA lanes to the
+// other node, so an HCA name this machine (spark.xml) does not have is refused, with the same
+// message as ever; with tcp, or in a one-node job, it is not used and nothing is refused.
+TEST(BindingHook, HcaNamesAreResolvedOnlyForRdmaLanes) {
+  const BindingOptions xml{"", "", SPARK_TOPO_DATA_DIR "/spark.xml", true};
+  NodeRunSpec two = spec_for(2);
+  NodePlan other;
+  other.host = "node1";
+  other.slots = 1;
+  other.ranks = {2};
+  two.plan.nodes.push_back(other);
+  two.plan.ranks.push_back({2, 1, 0});
+  two.plan.size = 3;
+  two.exports = {{"NCCL_IB_HCA", "mlx5_9"}};
+  try {
+    plan(xml, two);
+    ADD_FAILURE() << "NCCL_IB_HCA=mlx5_9 was not refused in a two-node job";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "NCCL_IB_HCA=\"mlx5_9\": no HCA named \"mlx5_9\" on this machine; existing "
+                  "HCAs: rocep1s0f0"),
+              std::string::npos)
+        << e.what();
+  }
+  two.exports.push_back({"SPARK_TRANSPORT", "tcp"});
+  std::string err = plan(xml, two);
+  EXPECT_NE(err.find("note: NCCL_IB_HCA=\"mlx5_9\" not used: no rank of this job uses RDMA lanes "
+                     "(SPARK_TRANSPORT=tcp)"),
+            std::string::npos)
+      << err;
+  NodeRunSpec one = spec_for(2);
+  one.exports = {{"NCCL_IB_HCA", "mlx5_9"}};
+  err = plan(xml, one);
+  EXPECT_NE(err.find("not used: no rank of this job uses RDMA lanes (one node: its ranks use "
+                     "shared memory)"),
+            std::string::npos)
+      << err;
+  // The lanes the ranks are given are then the automatic ones.
+  EXPECT_NE(err.find("rocep1s0f0,roceP2p1s0f0"), std::string::npos) << err;
+}
+
 TEST(BindingHook, RanksRunBoundWithMatchingEnvironment) {
   const int n = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
   NodeRunSpec spec = spec_for(n);
@@ -115,6 +156,7 @@ TEST(BindingHook, RefusedRequests) {
   EXPECT_THROW(plan({"", "nic", "", false}, spec), UsageError);
   EXPECT_NO_THROW(plan({"", "node", "", false}, spec));
   spec.exports.emplace_back("SPARK_IB_HCA", "mlx5_0");
+  spec.exports.emplace_back("SPARK_TRANSPORT", "roce");  // the ranks use RDMA lanes
   try {
     plan({"", "", SPARK_TOPO_DATA_DIR "/spark.xml", false}, spec);
     FAIL() << "no exception";

@@ -101,13 +101,33 @@ TEST(SparkrunBinding, RefusedRequestsStartNothing) {
   EXPECT_NE(bad.err.find("--bind-to \"fastest\" is not one of: fast, core, l3, none"),
             std::string::npos)
       << bad.err;
-  Result hca = sparkrun("--topology tests/data/spark.xml /bin/echo started", "SPARK_IB_HCA=mlx5_9");
+  // The ranks use RDMA lanes (SPARK_TRANSPORT=roce), so the HCA names are resolved.
+  Result hca = sparkrun("--topology tests/data/spark.xml /bin/echo started",
+                        "SPARK_IB_HCA=mlx5_9 SPARK_TRANSPORT=roce");
   EXPECT_EQ(hca.code, 2);
   EXPECT_EQ(hca.out, "");
   EXPECT_NE(hca.err.find("SPARK_IB_HCA=\"mlx5_9\": no HCA named \"mlx5_9\" on this machine; "
                          "existing HCAs: rocep1s0f0"),
             std::string::npos)
       << hca.err;
+}
+
+// A stale NCCL_IB_HCA / SPARK_IB_HCA does not stop a job that uses no RDMA lanes: one node (its
+// ranks use shared memory) or SPARK_TRANSPORT=tcp; --report-bindings says it was not used.
+TEST(SparkrunBinding, HcaNamesAreCheckedOnlyWhenRdmaLanesAreUsed) {
+  Result none = sparkrun("-n 2 --bind-to none /bin/echo started", "NCCL_IB_HCA=mlx5");
+  EXPECT_EQ(none.code, 0) << none.err;
+  EXPECT_EQ(none.out, "started\nstarted\n");
+  Result tcp = sparkrun("-n 2 /bin/echo started", "NCCL_IB_HCA=mlx5 SPARK_TRANSPORT=tcp");
+  EXPECT_EQ(tcp.code, 0) << tcp.err;
+  EXPECT_EQ(tcp.out, "started\nstarted\n");
+  Result shown = sparkrun("-n 2 --report-bindings --topology tests/data/spark.xml /bin/true",
+                          "SPARK_IB_HCA=mlx5 SPARK_TRANSPORT=shm");
+  EXPECT_EQ(shown.code, 0) << shown.err;
+  EXPECT_NE(shown.err.find("SPARK_IB_HCA=\"mlx5\" not used: no rank of this job uses RDMA lanes "
+                           "(SPARK_TRANSPORT=shm)"),
+            std::string::npos)
+      << shown.err;
 }
 
 }  // namespace

@@ -2,15 +2,31 @@
 
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <string>
 
 #include "config/config.hpp"
+#include "rank_env.hpp"
+
+extern char** environ;  // NOLINT: POSIX
 
 namespace spark::launch {
 
-int print_config() {
+int print_config(const std::vector<std::string>& exports) {
+  std::vector<std::string> environment;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
+  std::map<std::string, std::string> given;  // -x, resolved as for a launch (last one wins)
+  for (const auto& x : exports) {
+    auto [name, value] = resolve_export(x, environment);
+    given[name] = value;
+  }
   try {
-    std::string table = spark::config::Config::from_environment().describe_sources();
+    const auto config = spark::config::Config::from_environment(given);
+    for (const auto& name : config.unknown_variables()) {
+      std::fprintf(stderr, "sparkrun: warning: %s\n",
+                   spark::config::unknown_name_warning(name).c_str());
+    }
+    std::string table = config.describe_sources();
     std::fwrite(table.data(), 1, table.size(), stdout);
     if (!table.empty() && table.back() != '\n') std::fputc('\n', stdout);
     return 0;

@@ -41,6 +41,15 @@ topo::EnvLookup env_of(const NodeRunSpec& spec) {
 
 }  // namespace
 
+std::string why_no_rdma_lanes(std::string_view transport, std::size_t nodes,
+                              bool machine_has_lanes) {
+  if (transport == "roce") return "";
+  if (transport != "auto") return "SPARK_TRANSPORT=" + std::string(transport);
+  if (nodes <= 1) return "one node: its ranks use shared memory";
+  if (!machine_has_lanes) return "this machine has no RDMA NIC";
+  return "";
+}
+
 void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* err) {
   const NodePlan& node = spec.plan.nodes.at(static_cast<std::size_t>(spec.node));
   try {
@@ -65,7 +74,20 @@ void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* er
     if (!b.topology.empty()) load.xml_path = b.topology;
     auto topology = std::make_shared<topo::Topology>(topo::Topology::load(load));
     topo::MachineInfo machine = topo::machine_info(*topology);
+    // A stale NCCL_IB_HCA must not stop a job that uses no RDMA: the names are resolved (and
+    // refused when this machine has none of them) only when the ranks may use RDMA lanes.
+    std::string hca_unused;
+    if (options.hca) {
+      const std::string why = why_no_rdma_lanes(env("SPARK_TRANSPORT").value_or("auto"),
+                                                spec.plan.nodes.size(), !machine.lanes.empty());
+      if (!why.empty()) {
+        hca_unused = options.hca_source + "=\"" + *options.hca +
+                     "\" not used: no rank of this job uses RDMA lanes (" + why + ")";
+        options.hca.reset();
+      }
+    }
     topo::Plan plan = topo::make_plan(machine, options);
+    if (!hca_unused.empty()) plan.notes.push_back(hca_unused);
 
     // Default policy on an oversubscribed node: do not pin ranks onto shared cores (the
     // scheduler balances better); an explicit --bind-to binds anyway.

@@ -3,8 +3,10 @@
 // per-rank cpusets, SPARK_CPUSET and SPARK_LANES.
 #pragma once
 
+#include <cstddef>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "node_runner.hpp"
 #include "options.hpp"
@@ -27,8 +29,16 @@ BindingOptions binding_options(const Options& o);
 /// use; the node runner's LocalTopology sets the same list.
 void skip_unneeded_hwloc_plugins();
 
+/// Why the ranks of a node use no RDMA lane, "" when they may: SPARK_TRANSPORT=tcp or shm, or
+/// auto (shm within a node, roce across nodes) in a one-node job or on a machine without an
+/// RDMA NIC. Only when they may are SPARK_IB_HCA / NCCL_IB_HCA resolved against the machine's
+/// NICs (a name it does not have is refused; otherwise the variable is left to the ranks).
+std::string why_no_rdma_lanes(std::string_view transport, std::size_t nodes,
+                              bool machine_has_lanes);
+
 /// Plans the binding of spec.plan.nodes[spec.node]'s ranks. Reads SPARK_TOPOLOGY_XML,
-/// SPARK_IB_HCA and NCCL_IB_HCA from spec.exports, then spec.base_env. Fills spec.cpusets,
+/// SPARK_TRANSPORT, SPARK_IB_HCA and NCCL_IB_HCA from spec.exports, then spec.base_env (the HCA
+/// names only when why_no_rdma_lanes() is ""). Fills spec.cpusets,
 /// cpuset_text and lanes when the plan applies to this machine; prints the --report-bindings
 /// table and notes on `err`. Throws UsageError for requests that cannot be met.
 void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* err = stderr);

@@ -14,10 +14,9 @@ bool is_spark_name(std::string_view name) {
   return name.starts_with("SPARK_") || name.starts_with("SPARKNET_");
 }
 
-}  // namespace
-
-std::string check_rank_env(const std::vector<std::string>& environment,
-                           const std::vector<EnvVar>& exports) {
+// The SPARK_* / SPARKNET_* values the ranks would see: sparkrun's environment, then -x.
+std::map<std::string, std::string> spark_values(const std::vector<std::string>& environment,
+                                                const std::vector<EnvVar>& exports) {
   std::map<std::string, std::string> values;
   for (const auto& entry : environment) {
     const auto eq = entry.find('=');
@@ -28,6 +27,23 @@ std::string check_rank_env(const std::vector<std::string>& environment,
   for (const auto& [name, value] : exports) {
     if (is_spark_name(name)) values[name] = value;
   }
+  return values;
+}
+
+}  // namespace
+
+std::vector<std::string> unknown_setting_warnings(const std::vector<std::string>& environment,
+                                                  const std::vector<EnvVar>& exports) {
+  std::vector<std::string> lines;
+  for (const auto& [name, value] : spark_values(environment, exports))
+    if (config::find_knob(name) == nullptr && !config::is_other_programs_name(name))
+      lines.push_back(config::unknown_name_warning(name));
+  return lines;
+}
+
+std::string check_rank_env(const std::vector<std::string>& environment,
+                           const std::vector<EnvVar>& exports) {
+  std::map<std::string, std::string> values = spark_values(environment, exports);
   for (const auto& [name, value] : identity_env(RankIdentity{})) values.erase(name);
   for (const auto& [name, value] : restart_env(0, 0, {}, {})) values.erase(name);
   if (values.empty()) return {};  // the defaults are valid by construction

@@ -1,6 +1,7 @@
 // The ranks' SPARK_* / SPARKNET_* environment (sparkrun's own, then -x) checked against
 // libspark's knob table before anything starts (docs/reliability.md): a value every rank would
-// refuse at init is refused by sparkrun, with the rank's own message, exit 2, nothing started.
+// refuse at init is refused by sparkrun, with the rank's own message, exit 2, nothing started;
+// a name the table does not know is warned about, with the nearest known name.
 // The names the launcher sets for every rank (SPARK_RANK, SPARK_SIZE, ...) are left out: the
 // ranks never see the user's values of those.
 #pragma once
@@ -17,5 +18,11 @@ namespace spark::launch {
 /// win.
 std::string check_rank_env(const std::vector<std::string>& environment,
                            const std::vector<EnvVar>& exports);
+
+/// One line per SPARK_* / SPARKNET_* name of the same two sources that is not in the knob table
+/// (a typo, most likely): "SPARK_TRASNPORT is not a sparkrun setting (did you mean
+/// SPARK_TRANSPORT?)", in name order. sparkrun prints them as warnings; the job still runs.
+std::vector<std::string> unknown_setting_warnings(const std::vector<std::string>& environment,
+                                                  const std::vector<EnvVar>& exports);
 
 }  // namespace spark::launch

@@ -80,7 +80,7 @@ int daemon_main(int, char**) {
 int run_multihost(const MultiHostSpec&) {
   hand_over_to_full();
 }
-int print_config() {  // libspark's knob table (and libfmt) live in sparkrun-full
+int print_config(const std::vector<std::string>&) {  // the knob table, libfmt: in sparkrun-full
   hand_over_to_full();
 }
 namespace doctor {

@@ -240,7 +240,7 @@ int sparkrun_main(int argc, char** argv) {
         std::printf("sparkrun %s\n", SPARK_LAUNCH_VERSION);
         return 0;
       case Action::kPrintConfig:
-        return print_config();
+        return print_config(r.options.exports);
       case Action::kRun:
         break;
     }
@@ -253,6 +253,8 @@ int sparkrun_main(int argc, char** argv) {
       const auto env = current_environment();
       std::vector<EnvVar> exports;
       for (const auto& x : r.options.exports) exports.push_back(resolve_export(x, env));
+      for (const auto& line : unknown_setting_warnings(env, exports))  // typos: say so, run
+        std::fprintf(stderr, "sparkrun: warning: %s\n", line.c_str());
       const std::string refused = check_rank_env(env, exports);
       if (!refused.empty()) {
         std::fprintf(stderr, "sparkrun: error: %s\nsparkrun: no rank was started\n",

@@ -108,6 +108,8 @@ void validate_value(const Knob& knob, const std::string& value) {
       return;
     case KnobType::refused:
       throw ConfigError(refused_variable_message(knob, value));
+    case KnobType::unchecked:
+      return;
   }
 }
 
@@ -119,6 +121,8 @@ std::string_view source_name(Source s) {
       return "environment";
     case Source::map:
       return "set";
+    case Source::option:
+      return "-x";
   }
   return "?";
 }
@@ -132,21 +136,35 @@ Config Config::from_map(const std::map<std::string, std::string>& values) {
 }
 
 Config Config::from_environment() {
+  return from_environment({});
+}
+
+Config Config::from_environment(const std::map<std::string, std::string>& options) {
+  const auto relevant = [](std::string_view name) {
+    return starts_with_spark(name) || find_knob(name) != nullptr || is_pmix_detection(name);
+  };
   std::map<std::string, std::string> values;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
     const auto eq = entry.find('=');
     if (eq == std::string_view::npos) continue;
     const auto name = entry.substr(0, eq);
-    if (starts_with_spark(name) || find_knob(name) != nullptr || is_pmix_detection(name)) {
-      values.emplace(std::string(name), std::string(entry.substr(eq + 1)));
-    }
+    if (relevant(name)) values.emplace(std::string(name), std::string(entry.substr(eq + 1)));
   }
-  return build(values, Source::environment);
+  std::map<std::string, std::string> given;
+  for (const auto& [name, value] : options)
+    if (relevant(name)) given[name] = value;
+  return build(values, Source::environment, given);
 }
 
-Config Config::build(const std::map<std::string, std::string>& values, Source source) {
+Config Config::build(const std::map<std::string, std::string>& base, Source base_source,
+                     const std::map<std::string, std::string>& options) {
   Config cfg{Blank{}};
+  std::map<std::string, std::string> values = base;
+  for (const auto& [name, value] : options) values[name] = value;
+  const auto source_of = [&](const std::string& name) {
+    return options.count(name) != 0 ? Source::option : base_source;
+  };
   // Removed variables first: they are the most likely to explain a surprising setup.
   for (const Knob& knob : knobs()) {
     if (knob.kind != KnobType::refused) continue;
@@ -159,7 +177,7 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
     if (auto it = values.find(std::string(knob.name)); it != values.end()) {
       validate_value(knob, it->second);
       entry.value = it->second;
-      entry.source = source;
+      entry.source = source_of(it->first);
     } else if (!knob.default_value.empty()) {
       entry.value = std::string(knob.default_value);
     }
@@ -167,7 +185,8 @@ Config Config::build(const std::map<std::string, std::string>& values, Source so
   }
   for (const auto& [name, value] : values) {
     if (is_pmix_detection(name)) cfg.pmix_present_ = true;
-    if (starts_with_spark(name) && find_knob(name) == nullptr) cfg.unknown_.push_back(name);
+    if (starts_with_spark(name) && find_knob(name) == nullptr && !is_other_programs_name(name))
+      cfg.unknown_.push_back(name);
   }
 
   // Typed values of the hot knobs, and value-specific checks.
@@ -272,9 +291,6 @@ std::string Config::describe_sources() const {
     out += fmt::format("{}={} [{}]\n    {}{}; {}\n", knob.name, e.value ? *e.value : "(unset)",
                        source_name(e.source), knob.type,
                        knob.scope == KnobScope::job ? "; the same on every rank" : "", knob.doc);
-  }
-  for (const auto& name : unknown_) {
-    out += fmt::format("warning: {} is set but is not a libspark variable (a typo?)\n", name);
   }
   return out;
 }

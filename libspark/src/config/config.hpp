@@ -7,6 +7,7 @@
 // Tests build snapshots with Config::from_map({{"SPARK_RANK", "1"}, ...}) instead of setenv.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -28,12 +29,15 @@ enum class KnobType : std::uint8_t {
   path,          ///< a file system path (must not be empty when set)
   host_port,     ///< HOST:PORT, PORT in 1..65535
   refused,       ///< a removed variable: setting it at all (even empty) is an error
+  unchecked,     ///< read by a build or test script, not by sparkrun or libspark: any value
 };
 
 /// Who normally sets the variable (used to group the generated reference).
 enum class KnobOrigin : std::uint8_t {
   user,      ///< tuning knobs a user sets
   launcher,  ///< set by sparkrun for every rank (may also be set by hand)
+  tool,      ///< the path of a program sparkrun starts (its subcommands' rank-side tools)
+  scripts,   ///< read by the build and test scripts and test hooks (known names, not typos)
   torchrun,  ///< torchrun's variables, read for compatibility
   removed,   ///< refused variables of the old RoCE library
 };
@@ -71,11 +75,25 @@ std::span<const Knob> knobs() noexcept;
 /// The table entry for `name`, or nullptr.
 const Knob* find_knob(std::string_view name) noexcept;
 
+/// Apache Spark's SPARK_* names (SPARK_HOME, SPARK_CONF_DIR, SPARK_MASTER_*, ...; a trailing
+/// '_' is a prefix): another program's variables, never taken for typos of ours.
+std::span<const std::string_view> other_programs_names() noexcept;
+bool is_other_programs_name(std::string_view name) noexcept;
+/// The known SPARK_* / SPARKNET_* name a mistyped one most likely meant, or nullptr when none
+/// is near (nearest_name.cpp: the one rule, for libspark and the launcher).
+const Knob* nearest_knob(std::string_view name);
+/// Optimal string alignment distance (Damerau-Levenshtein: insertions, deletions,
+/// substitutions and swaps of two adjacent characters each cost 1).
+std::size_t edit_distance(std::string_view a, std::string_view b);
+/// The one wording for a SPARK_* / SPARKNET_* name that is set but not in the table:
+/// "SPARK_TRASNPORT is not a sparkrun setting (did you mean SPARK_TRANSPORT?)".
+std::string unknown_name_warning(std::string_view name);
+
 enum class BootstrapKind : std::uint8_t { auto_select, pmix, env, singleton };
 enum class LogLevel : std::uint8_t { error, warn, info, trace };
 
-/// Where a value in a snapshot came from.
-enum class Source : std::uint8_t { default_value, environment, map };
+/// Where a value in a snapshot came from (option: sparkrun's -x, for --print-config).
+enum class Source : std::uint8_t { default_value, environment, map, option };
 
 /// An immutable snapshot of every knob, validated as a whole. Copyable, cheap.
 class Config {
@@ -86,6 +104,9 @@ class Config {
   /// Reads every knob from the process environment once. Throws spark::ConfigError naming the
   /// variable, its value and the accepted range for the first invalid or refused variable.
   static Config from_environment();
+  /// The same, with `options` (sparkrun's -x NAME=value, resolved) winning over the
+  /// environment: what the ranks would read (`sparkrun --print-config -x ...`).
+  static Config from_environment(const std::map<std::string, std::string>& options);
   /// The same checks on a map of NAME -> value (tests; no setenv). Names not in the table are
   /// ignored except PMIX_* detection variables (PMIX_RANK, PMIX_NAMESPACE).
   static Config from_map(const std::map<std::string, std::string>& values);
@@ -114,9 +135,11 @@ class Config {
   /// An integer knob's value (e.g. integer("SPARK_RANK")), or nullopt when unset.
   std::optional<int> integer(std::string_view name) const;
   Source source(std::string_view name) const;
-  /// SPARK_* / SPARKNET_* names that were set but are not in the table (likely typos).
+  /// SPARK_* / SPARKNET_* names that were set but are not in the table (likely typos; Apache
+  /// Spark's are left out, is_other_programs_name).
   const std::vector<std::string>& unknown_variables() const noexcept;
-  /// For `sparkrun --print-config`: one block per knob with value, source and doc.
+  /// For `sparkrun --print-config`: one block per knob with value, source and doc. The unknown
+  /// names are not in it: the caller warns about each (unknown_name_warning) on stderr.
   std::string describe_sources() const;
 
  private:
@@ -126,7 +149,8 @@ class Config {
   };
   struct Blank {};
   explicit Config(Blank) {}
-  static Config build(const std::map<std::string, std::string>& values, Source source);
+  static Config build(const std::map<std::string, std::string>& values, Source source,
+                      const std::map<std::string, std::string>& options = {});
   const Entry& entry(std::string_view name) const;
 
   std::map<std::string, Entry, std::less<>> entries_;

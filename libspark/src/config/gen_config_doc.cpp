@@ -45,6 +45,8 @@ std::string valid_values(const Knob& k) {
       return "non-empty";
     case KnobType::path:
       return "non-empty";
+    case KnobType::unchecked:
+      return "not checked by sparkrun";
   }
   return "";
 }
@@ -55,6 +57,10 @@ std::string section(KnobOrigin origin) {
       return "Tuning and diagnostics";
     case KnobOrigin::launcher:
       return "Set by sparkrun for every rank";
+    case KnobOrigin::tool:
+      return "Programs sparkrun starts";
+    case KnobOrigin::scripts:
+      return "Build and test scripts";
     case KnobOrigin::torchrun:
       return "torchrun compatibility";
     case KnobOrigin::removed:
@@ -73,7 +79,21 @@ std::string generate() {
          "or out-of-range number is refused at start-up with a message naming the variable, the\n"
          "value and the valid range (an empty variable never means 0: unset it to get the\n"
          "default). `sparkrun --print-config` prints the effective values and where each came\n"
-         "from.\n";
+         "from (`-x NAME=VALUE` given with it counts, as it would for the ranks).\n\n"
+         "Every `SPARK_*` / `SPARKNET_*` name is in the tables below. One that is not (in\n"
+         "sparkrun's environment or given with `-x`) is most likely a typo: sparkrun prints one\n"
+         "line per name on stderr before the job starts (and --print-config does too), naming\n"
+         "the nearest known name when one is close (edit distance, `SPARK_` and `SPARKNET_`\n"
+         "interchangeable), and the job runs with the defaults:\n\n"
+         "    sparkrun: warning: SPARK_TRASNPORT is not a sparkrun setting (did you mean "
+         "SPARK_TRANSPORT?)\n\n"
+         "Apache Spark's variables are another program's and are not warned about:";
+  const char* separator = " ";
+  for (std::string_view name : spark::config::other_programs_names()) {
+    out << separator << '`' << name << (name.ends_with('_') ? "*" : "") << '`';
+    separator = ", ";
+  }
+  out << ".\n";
   out << R"(
 ## How ranks find each other
 
@@ -126,8 +146,8 @@ before anything waits on a peer. Under sparkrun the one line reads
 `spark::init()`. Sub-communicators inherit their parent's settings.
 )",
                      shared);
-  for (auto origin :
-       {KnobOrigin::user, KnobOrigin::launcher, KnobOrigin::torchrun, KnobOrigin::removed}) {
+  for (auto origin : {KnobOrigin::user, KnobOrigin::launcher, KnobOrigin::tool, KnobOrigin::scripts,
+                      KnobOrigin::torchrun, KnobOrigin::removed}) {
     out << "\n## " << section(origin) << "\n\n"
         << "| Variable | Type | Default | Valid | Same on every rank | Description |\n"
         << "| --- | --- | --- | --- | --- | --- |\n";

@@ -1,5 +1,6 @@
 // The declarative knob table: the single source of truth for every environment variable
-// libspark reads. docs/configuration.md and `sparkrun --print-config` are generated from it.
+// libspark reads, and for the other SPARK_* names (tool paths, scripts, test hooks).
+// docs/configuration.md and `sparkrun --print-config` are generated from it.
 #include <algorithm>
 #include <type_traits>
 
@@ -150,15 +151,58 @@ constexpr Knob kKnobs[] = {
     {"SPARK_TOPOLOGY_XML", "path", "",
      "Load the hwloc topology from this XML file instead of discovering the machine.",
      KnobType::path, KnobOrigin::user, 0, 0, {}},
-    // --- tools sparkrun starts ---------------------------------------------------------------
+    // --- programs sparkrun starts (tool paths) -----------------------------------------------
     {"SPARK_DOCTOR_PROBE", "path", "",
      "The rank-side program `sparkrun doctor LAUNCH-OPTIONS` runs on every rank. Unset: the "
      "build tree's spark_doctor_probe, else the one next to sparkrun.",
-     KnobType::path, KnobOrigin::user, 0, 0, {}},
+     KnobType::path, KnobOrigin::tool, 0, 0, {}},
     {"SPARK_FABRIC_DISCOVER", "path", "",
      "The program `sparkrun fabric` runs on each host to map the cables. Unset: the build "
      "tree's spark_fabric_discover, else the one next to sparkrun.",
-     KnobType::path, KnobOrigin::user, 0, 0, {}},
+     KnobType::path, KnobOrigin::tool, 0, 0, {}},
+    // --- build and test scripts, test hooks (read by their script; listed so that they are
+    // known names, not typos) --------------------------------------------------------------
+    {"SPARK_BUILD_DIR", "path", "build", "Build folder of scripts/build and scripts/test.",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_TEST_ROCE", "any", "",
+     "Set: libspark's multi-process tests add roce to their transports (inside the Soft-RoCE "
+     "VM, tests/rdma).",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_VM_CACHE", "path", "/var/cache/sparkrun/vm",
+     "Where tests/rdma keeps its VM images (docs/roce.md).", KnobType::unchecked,
+     KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_GPU_BUILD_DIR", "path", "build-gpu", "Build folder of tests/gpu/run.sh.",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_GPU_MIB", "integer", "256",
+     "Buffer size (MiB) of tests/gpu/run.sh's bandwidth figure (docs/gpu.md).",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_GPU_ALLOW_SKIP", "0|1", "0",
+     "1: tests/gpu/run.sh builds and runs without a GPU (the gpu tests then skip).",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_SLURM_NETNS_NODES", "integer", "2",
+     "Network-namespace nodes of the test SLURM cluster (tests/slurm; 0 for none).",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_SLURM_MAX_LIFETIME", "seconds", "900",
+     "The test SLURM cluster's watchdog stops its daemons after this long.",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_FUZZ_SECONDS", "seconds", "5", "How long each fuzz.* test runs its harness.",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_FUZZ_CXX", "program", "clang++-14", "The compiler tests/fuzz builds the harnesses with.",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_FUZZ_WRITE_SEEDS", "path", "",
+     "A fuzz harness writes its seed corpus into this folder and exits (tests/fuzz).",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_TEST_TORCH_BUILT", "0|1", "", "Set by ctest for tests/python: 1 when the torch "
+     "backend is built.", KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_SLURM_TEST_MARK", "path", "",
+     "Exported by tests/slurm into every job so that its processes can be found afterwards.",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_DOCTOR_TEST_SILENT_RANK", "integer", "",
+     "Test hook of spark_doctor_probe: this rank never answers a round trip (docs/doctor.md).",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
+    {"SPARK_DOCTOR_TEST_STOP_RANK", "integer", "",
+     "Test hook of spark_doctor_probe: this rank SIGSTOPs itself (docs/doctor.md).",
+     KnobType::unchecked, KnobOrigin::scripts, 0, 0, {}},
     // --- torchrun compatibility ----------------------------------------------------------------
     {"RANK", "integer", "", "torchrun's rank; used when SPARK_RANK is unset.", KnobType::integer,
      KnobOrigin::torchrun, 0, kMaxRanks - 1, {}},

@@ -33,6 +33,9 @@ std::string valid_text(const Knob& knob) {
     case KnobType::refused:
       text = "unset";
       break;
+    case KnobType::unchecked:
+      text = "any value";
+      break;
   }
   if (!knob.default_value.empty()) {
     text += fmt::format(", default {}", knob.default_value);

@@ -92,6 +92,18 @@ TEST(SettingsDigest, UnsetValuesAndRankRanges) {
             "0-3,5,7 (give every rank the same value, e.g. with -x SPARK_JOB_ID=job7)");
 }
 
+TEST(SettingsDigest, AcrossHostsTheLineNamesThem) {
+  std::vector<Settings> all(4, record({}));
+  all[2] = record({{"SPARK_TCP_LANES", "4"}});
+  const std::vector<std::string> nodes{"a", "a", "b", "c"};
+  EXPECT_EQ(settings_digest::verdict(all, nodes),
+            "settings differ between ranks: SPARK_TCP_LANES=4 on rank 2 (host b), 2 on ranks "
+            "0,1,3 (hosts a,c) (give every rank the same value, e.g. with -x SPARK_TCP_LANES=4)");
+  // One host: no host names (they would all be the same).
+  const std::vector<std::string> one(4, "a");
+  EXPECT_EQ(settings_digest::verdict(all, one)->find("(host"), std::string::npos);
+}
+
 TEST(SettingsDigest, LibraryVersionDiffers) {
   std::vector<Settings> all(3, record({}));
   all[2].front().second = "0.0.9";

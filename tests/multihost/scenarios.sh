@@ -245,10 +245,10 @@ settings_differ)
   timeout 60 "${sr[@]}" -n 3 --host "$MH_HOSTS" -x SPARK_TRANSPORT=tcp sh -c "$wrapper" "$examples/hello" \
     >"$out/o" 2>"$out/e"
   rc=$? took=$(( ($(date +%s%N) - t0) / 1000000 ))
-  echo "exit $rc after $took ms"
+  echo "exit $rc after $took ms"; cat "$out/e"
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "exit $rc, expected a failure at init"
   [ "$took" -lt 15000 ] || fail "took $took ms: a timeout, not the settings check"
-  expect "aborted: settings differ between ranks: SPARK_TCP_LANES=4 on rank 1, 2 on ranks 0,2 (give every rank the same value, e.g. with -x SPARK_TCP_LANES=4)" "$out/e"
+  expect "aborted: settings differ between ranks: SPARK_TCP_LANES=4 on rank 1 (host $MH_NS2), 2 on ranks 0,2 (hosts $MH_NS1,$MH_NS3) (give every rank the same value, e.g. with -x SPARK_TCP_LANES=4)" "$out/e"
   grep -q "correct on every rank" "$out/o" && fail "the job ran"
   ;;
 collectives)

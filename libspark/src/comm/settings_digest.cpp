@@ -30,6 +30,24 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
+// " (host b)", " (hosts a,c)": where those ranks run, in rank order, each host once, when the
+// job spans hosts (a host's own environment is the usual cause); "" on one host.
+std::string host_list(const std::vector<int>& ranks, std::span<const std::string> nodes) {
+  if (nodes.empty() ||
+      std::all_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n == nodes.front(); }))
+    return "";
+  std::vector<std::string> hosts;
+  for (int r : ranks) {
+    const auto& h = nodes[static_cast<std::size_t>(r)];
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  }
+  constexpr std::size_t kShown = 4;  // a line, not a host list
+  std::string out = hosts.size() == 1 ? " (host " : " (hosts ";
+  for (std::size_t i = 0; i < hosts.size() && i < kShown; ++i) out += (i ? "," : "") + hosts[i];
+  if (hosts.size() > kShown) out += fmt::format(" and {} more", hosts.size() - kShown);
+  return out + ")";
+}
+
 std::string shown(const std::string& value) {
   return value.empty() ? "(unset)" : value;
 }
@@ -83,7 +101,9 @@ Settings decode(int rank, std::span<const std::byte> bytes) {
   }
 }
 
-std::optional<std::string> verdict(std::span<const Settings> by_rank) {
+std::optional<std::string> verdict(std::span<const Settings> by_rank,
+                                   std::span<const std::string> nodes) {
+  if (!nodes.empty() && nodes.size() != by_rank.size()) nodes = {};
   // Every name any rank sent, in the order of first appearance (rank 0's table order).
   std::vector<std::string> names;
   for (const auto& s : by_rank)
@@ -113,7 +133,8 @@ std::optional<std::string> verdict(std::span<const Settings> by_rank) {
     });
     std::string line = name == kVersion ? name + " " : name + "=";
     for (std::size_t i = 0; i < groups.size(); ++i)
-      line += (i ? ", " : "") + shown(groups[i].value) + " on " + rank_list(groups[i].ranks);
+      line += (i ? ", " : "") + shown(groups[i].value) + " on " + rank_list(groups[i].ranks) +
+              host_list(groups[i].ranks, nodes);
     differences.push_back(std::move(line));
     if (name == kVersion) {
       version_differs = true;

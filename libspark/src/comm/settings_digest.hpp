@@ -35,7 +35,10 @@ Settings decode(int rank, std::span<const std::byte> bytes);
 
 /// nullopt when every rank has the same record; else the one line every rank reports, e.g.
 /// "settings differ between ranks: SPARK_TCP_LANES=4 on rank 1, 2 on ranks 0,2 (give every
-/// rank the same value, e.g. with -x SPARK_TCP_LANES=4)". `by_rank[r]` is rank r's record.
-std::optional<std::string> verdict(std::span<const Settings> by_rank);
+/// rank the same value, e.g. with -x SPARK_TCP_LANES=4)". `by_rank[r]` is rank r's record;
+/// `nodes[r]` its node id (optional): when the ranks span nodes, each rank list names its hosts
+/// ("SPARK_TCP_LANES=4 on rank 1 (host b), 2 on ranks 0,2 (hosts a,c)").
+std::optional<std::string> verdict(std::span<const Settings> by_rank,
+                                   std::span<const std::string> nodes = {});
 
 }  // namespace spark::settings_digest

@@ -34,7 +34,10 @@ void check_settings(bootstrap::Bootstrap& boot, const CommOptions& options,
     }
     all.push_back(settings_digest::decode(r, bytes));
   }
-  const auto differ = settings_digest::verdict(all);
+  std::vector<std::string> nodes;  // published with the records: name the hosts in the line
+  for (int r = 0; r < boot.size(); ++r)
+    nodes.push_back(bootstrap::to_string(boot.get(r, "spark.node")));
+  const auto differ = settings_digest::verdict(all, nodes);
   if (!differ) return;
   if (options.report_failures) {
     // One report: rank 0's abort (sparkrun prints its line and stops the group). The others

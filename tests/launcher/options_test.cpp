@@ -50,6 +50,19 @@ TEST(Options, Restarts) {
     EXPECT_THROW(parse({"--restart-backoff", bad, "prog"}), UsageError) << bad;
 }
 
+// mpirun's -wdir and Hydra's -env-all habit: --wdir DIR (also -wdir, -wdir=DIR), --env-all.
+TEST(Options, WorkingDirectoryAndEnvAll) {
+  auto r = parse({"-wdir", "/data/run", "--env-all", "-x", "NCCL_*", "./app", "-wdir", "x"});
+  EXPECT_EQ(r.options.wdir, "/data/run");
+  EXPECT_TRUE(r.options.env_all);
+  EXPECT_EQ(r.options.exports, (std::vector<std::string>{"NCCL_*"}));
+  EXPECT_EQ(r.options.command, (std::vector<std::string>{"./app", "-wdir", "x"}));
+  EXPECT_EQ(parse({"--wdir", "rel", "./app"}).options.wdir, "rel");
+  EXPECT_EQ(parse({"-wdir=/tmp", "./app"}).options.wdir, "/tmp");
+  EXPECT_FALSE(parse({"./app"}).options.env_all);
+  EXPECT_THROW(parse({"--wdir", "", "./app"}), UsageError);
+}
+
 // Every value-taking option comes from the one table: "-np" after "--fabric FILE" is still the
 // launcher's (it was read as "-n p": "-n: 'p' is not a whole number").
 TEST(Options, NpAfterFabricFile) {

@@ -138,6 +138,7 @@ TEST(ControlMessages, PlanRoundTrip) {
   p.verbose = true;
   p.output_dir = "/tmp/out";
   p.kill_grace_ms = 1500;
+  p.working_dir = "/work/job dir";
   const PlanMsg q = decode_plan(encode(p));
   EXPECT_EQ(q.job_id, p.job_id);
   EXPECT_EQ(q.node, 2u);
@@ -155,6 +156,7 @@ TEST(ControlMessages, PlanRoundTrip) {
   EXPECT_TRUE(q.verbose);
   EXPECT_EQ(q.output_dir, "/tmp/out");
   EXPECT_EQ(q.kill_grace_ms, 1500u);
+  EXPECT_EQ(q.working_dir, "/work/job dir");
 }
 
 TEST(ControlMessages, PlanRejectsInconsistentPlacement) {

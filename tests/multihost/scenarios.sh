@@ -298,6 +298,48 @@ exec "$0" hello "$1.a1"'
   [ "$(grep -o ' job [^ ]*' "$out/o" | sort -u | wc -l)" = 2 ] || fail "not 2 distinct job ids"
   grep -q LEFTOVER "$out/o" && fail "a process of attempt 0 was alive in attempt 1"
   wait_for 15 ns_empty || fail "processes left in a namespace"
+env_wdir)
+  # The environment and directory rules (docs/launcher.md) over a launch agent that clears
+  # the environment and starts in / (as ssh does: nothing of ours reaches the daemon).
+  clean=("$sparkrun" --launch-agent "$MH_AGENT env -i -C / PATH=/usr/bin:/bin" --control-net "$MH_NET")
+  two=(-n 2 --host "$MH_NS1,$MH_NS2" --tag-output)
+  # SPARK_* / SPARKNET_* always, -x patterns; a plain variable only with --env-all.
+  SPARKNET_ROCE_TIMEOUT_MS=1234 FOO_A=1 FOO_B=2 ENVW_PLAIN=p \
+    "${clean[@]}" "${two[@]}" -x 'FOO_*' -x 'ENVW_NOMATCH_*' env >"$out/o" 2>"$out/e" || fail "rc $?"
+  expect "^\[1\] SPARKNET_ROCE_TIMEOUT_MS=1234$" "$out/o"
+  expect "^\[1\] FOO_A=1$" "$out/o"
+  expect "^\[1\] FOO_B=2$" "$out/o"
+  grep -q "ENVW_PLAIN" "$out/o" && fail "a plain variable was sent without --env-all"
+  expect "sparkrun: warning: -x 'ENVW_NOMATCH_\*' matches no variable" "$out/e"
+  # --env-all: everything but the host's own variables (HOSTNAME, PWD, OLDPWD, ...).
+  ENVW_PLAIN=p HOSTNAME=launcherhost OLDPWD=/launcher/old PWD=/launcher/pwd \
+    "${clean[@]}" "${two[@]}" --env-all env >"$out/o" 2>"$out/e" || fail "rc $?"
+  expect "^\[1\] ENVW_PLAIN=p$" "$out/o"
+  grep -q "launcherhost\|/launcher/" "$out/o" && fail "--env-all sent a host-specific variable"
+  here=$(cd "$out" && pwd -P)
+  expect "^\[1\] PWD=$here$" "$out/o"  # each rank's PWD is its directory
+  # The directory: this one on every host, so a relative program path works there.
+  printf '#!/bin/sh\necho "cwd $(pwd -P)"\n' >"$out/probe.sh"
+  chmod +x "$out/probe.sh"
+  (cd "$out" && "${clean[@]}" "${two[@]}" ./probe.sh) >"$out/o" 2>"$out/e" || fail "rc $?"
+  expect "^\[1\] cwd $here$" "$out/o"
+  # --wdir (mpirun's -wdir): chosen; one host (no --host) too, relative program path included.
+  "${clean[@]}" "${two[@]}" -wdir /usr pwd >"$out/o" 2>"$out/e" || fail "rc $?"
+  expect "^\[1\] /usr$" "$out/o"
+  (cd / && "$sparkrun" -n 1 --wdir "$here" ./probe.sh) >"$out/o" 2>"$out/e" || fail "one host: rc $?"
+  expect "^cwd $here$" "$out/o"
+  # A directory missing on the hosts: the job ends at once, naming the host and the fix.
+  start=$(date +%s)
+  "${clean[@]}" "${two[@]}" --wdir /nonexistent.envw pwd >"$out/o" 2>"$out/e"
+  rc=$?
+  [ "$rc" = 127 ] || fail "exit code $rc, want 127"
+  expect "host $MH_NS[12]: cannot start rank [01]: the working directory /nonexistent.envw does not exist there; .*--wdir DIR" "$out/e"
+  [ $(( $(date +%s) - start )) -lt 10 ] || fail "a missing directory took too long"
+  wait_for 5 ns_empty || fail "processes left in a namespace"
+  "$sparkrun" -n 1 --wdir /nonexistent.envw pwd >"$out/o" 2>"$out/e"
+  rc=$?
+  [ "$rc" = 2 ] || fail "one host: exit code $rc, want 2"
+  expect "wdir /nonexistent.envw: .* is not a directory on this host" "$out/e"
   ;;
 *)
   echo "unknown scenario $name"

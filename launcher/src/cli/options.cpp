@@ -10,10 +10,20 @@
 namespace spark::launch {
 namespace {
 
-// CLI11 only knows single-letter short options; mpirun users type "-np 3". Rewrite it to
-// "--np" in the options' part of the command line (never in the program's arguments), asking
-// `app` which options take the next argument as their value. A "--" in the options' part
-// ends it: what follows is the program, passed in `after`.
+// CLI11 only knows single-letter short options; mpirun users type "-np 3" and "-wdir DIR".
+// Rewrite them to "--np" / "--wdir" in the options' part of the command line (never in the
+// program's arguments), asking `app` which options take the next argument as their value. A
+// "--" in the options' part ends it: what follows is the program, passed in `after`.
+constexpr std::string_view kSingleDashLong[] = {"-np", "-wdir"};
+
+std::string double_dashed(const std::string& a) {
+  for (std::string_view s : kSingleDashLong) {
+    if (a == s) return "-" + a;
+    if (a.size() > s.size() && a.compare(0, s.size(), s) == 0 && a[s.size()] == '=') return "-" + a;
+  }
+  return a;
+}
+
 std::vector<std::string> rewrite_mpirun_spellings(const CLI::App& app,
                                                   const std::vector<std::string>& args,
                                                   std::optional<std::vector<std::string>>& after) {
@@ -27,14 +37,8 @@ std::vector<std::string> rewrite_mpirun_spellings(const CLI::App& app,
       return out;
     }
     if (a.empty() || a[0] != '-') break;  // the program starts here
-    if (a == "-np") {
-      out.push_back("--np");
-    } else if (a.rfind("-np=", 0) == 0) {
-      out.push_back("--np=" + a.substr(4));
-    } else {
-      out.push_back(a);
-    }
-    const CLI::Option* opt = app.get_option_no_throw(a == "-np" ? "--np" : a);
+    out.push_back(double_dashed(a));
+    const CLI::Option* opt = app.get_option_no_throw(out.back());
     if (opt != nullptr && opt->get_items_expected_max() > 0 && i + 1 < args.size()) {
       out.push_back(args[++i]);
     }
@@ -86,9 +90,17 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
                      "File with one 'host [slots=N]' or 'host:N' per line (# comments)")
           ->type_name("FILE"));
   add(app.add_option("-x", o_.exports,
-                     "Export VAR (from this environment) or set VAR=value for every rank "
-                     "(repeatable)")
+                     "Send VAR (from this environment), VAR=value, or every variable matching "
+                     "a pattern ('NCCL_*') to every rank on every host (repeatable)")
           ->allow_extra_args(false));
+  add(app.add_flag("--env-all", o_.env_all,
+                   "Send the whole environment to every rank on every host, less the host's own "
+                   "variables (HOSTNAME, PWD, SSH_*, TMPDIR, SLURM_*, ...; docs/launcher.md). "
+                   "Without it: SPARK_*, SPARKNET_* and -x"));
+  add(app.add_option("--wdir", o_.wdir,
+                     "Working directory of every rank on every host (also -wdir; default: this "
+                     "one; it must exist on each host)")
+          ->type_name("DIR"));
   add(app.add_flag("--tag-output", o_.tag_output, "Prefix each output line with [rank]"));
   add(app.add_flag("--timestamp-output", o_.timestamp_output,
                    "Prefix each output line with the time it was forwarded"));
@@ -183,6 +195,7 @@ Options LaunchOptions::finish() {
     if (h.empty()) throw UsageError("--host: empty host list");
   }
   if (given("--hostfile") && o.hostfile.empty()) throw UsageError("--hostfile: empty file name");
+  if (given("--wdir") && o.wdir.empty()) throw UsageError("--wdir: empty directory name");
   if (given("--output-dir") && o.output_dir.empty()) {
     throw UsageError("--output-dir: empty directory name");
   }

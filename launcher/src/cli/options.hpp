@@ -19,7 +19,9 @@ struct Options {
   std::optional<int> per_node;       // -N / --npernode / --map-by ppr:N:node: ranks per host
   std::vector<std::string> hosts;    // --host / -H values, each "h[:slots][,h2...]"
   std::string hostfile;              // --hostfile / --machinefile
-  std::vector<std::string> exports;  // -x VAR or -x VAR=value, in order
+  std::vector<std::string> exports;  // -x VAR, VAR=value or a pattern ('NCCL_*'), in order
+  bool env_all = false;              // --env-all: the whole environment (forwarded_env.hpp)
+  std::string wdir;                  // --wdir / -wdir: the ranks' directory; empty: this one
   bool tag_output = false;           // --tag-output: "[rank] " before each line
   bool timestamp_output = false;     // --timestamp-output
   std::string output_dir;            // --output-dir: DIR/rank.N/{stdout,stderr}

@@ -289,6 +289,7 @@ int daemon_main(int argc, char** argv) {
   spec.argv = plan.argv;
   spec.base_env = current_environment();
   spec.exports = plan.exports;
+  spec.working_dir = plan.working_dir;
   spec.format = {plan.tag_output, plan.timestamp_output};
   spec.output_dir = plan.output_dir;
   spec.kill_grace_s = plan.kill_grace_ms / 1000.0;
@@ -311,10 +312,23 @@ int daemon_main(int argc, char** argv) {
   auto program = resolve_program(plan.argv.front(), path_env ? path_env : "");
   int code = 0;
   std::thread link_thread([&link] { link.run(); });
-  if (!program) {
-    const int first = node.ranks.empty() ? 0 : node.ranks.front();
+  // The job's directory must exist here too: checked before any rank starts, so a host
+  // without it fails the job at once (the ranks' chdir would fail one by one).
+  std::error_code wdir_error;
+  const bool wdir_missing =
+      !spec.working_dir.empty() && !std::filesystem::is_directory(spec.working_dir, wdir_error);
+  const int first = node.ranks.empty() ? 0 : node.ranks.front();
+  if (wdir_missing || !program) {
     ExitTracker tracker;
-    tracker.start_failed(first, plan.argv.front() + ": command not found in PATH");
+    if (wdir_missing) {
+      tracker.start_failed(first, "the working directory " + spec.working_dir +
+                                      " does not exist there" +
+                                      (wdir_error ? " (" + wdir_error.message() + ")" : "") +
+                                      "; create it on " + node.host +
+                                      ", or give one that exists on every host with --wdir DIR");
+    } else {
+      tracker.start_failed(first, plan.argv.front() + ": command not found in PATH");
+    }
     say(tracker.failure_line());
     link.send(ctl::MsgType::kFailed,
               ctl::encode(ctl::Failed{kExitCannotStart, host_line(tracker.failure_line())}));

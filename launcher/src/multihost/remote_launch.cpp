@@ -317,6 +317,7 @@ void Coordinator::on_authenticated(std::uint32_t i) {
   p.plan = spec_.plan;
   p.argv = spec_.argv;
   p.exports = exports_;
+  p.working_dir = spec_.working_dir;
   p.tag_output = spec_.format.tag;
   p.timestamp_output = spec_.format.timestamp;
   p.verbose = spec_.verbose;

@@ -20,7 +20,8 @@ struct MultiHostSpec {
   std::string job_id;
   JobPlan plan;
   std::vector<std::string> argv;  // the program and its arguments, as typed
-  std::vector<EnvVar> exports;    // -x, resolved here
+  std::vector<EnvVar> exports;    // forwarded_env.hpp's variables, resolved here
+  std::string working_dir;        // absolute: the ranks' directory on every host
   OutputFormat format;
   std::string output_dir;  // on each host
   std::optional<double> timeout_s;

@@ -265,9 +265,13 @@ void Runner::start_ranks() {
     SpawnRequest& req = reqs[static_cast<size_t>(l)];
     req.path = spec_.program_path;
     req.argv = spec_.argv;
+    // PWD says where the rank runs (shells and getcwd-avoiding code read it), as mpirun sets it.
+    std::vector<EnvVar> pwd;
+    if (!spec_.working_dir.empty()) pwd.emplace_back("PWD", spec_.working_dir);
     req.envp =
         build_env(spec_.base_env, {torchrun_env(id, spec_.base_env, spec_.exports), wireup_log,
-                                   spec_.exports, pmix_env, glue, identity_env(id)});
+                                   spec_.exports, pwd, pmix_env, glue, identity_env(id)});
+    req.cwd = spec_.working_dir;
     if (bound && spec_.cpusets[static_cast<size_t>(l)])
       req.cpuset = spec_.cpusets[static_cast<size_t>(l)];
     if (r.rank == 0) req.stdin_fd = STDIN_FILENO;  // stdin goes to rank 0 only

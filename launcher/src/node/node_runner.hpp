@@ -38,7 +38,9 @@ struct NodeRunSpec {
   std::string program_path;           // resolved
   std::vector<std::string> argv;      // argv[0] as the user typed it
   std::vector<std::string> base_env;  // environment to start from ("NAME=value")
-  std::vector<EnvVar> exports;        // -x, resolved
+  std::vector<EnvVar> exports;        // forwarded_env.hpp's variables (SPARK_*, -x, --env-all)
+  std::string working_dir;            // the ranks' directory (--wdir; multi-host: the
+                                      // launcher's); empty: this process's own
   OutputFormat format;
   std::string output_dir;  // empty: forward to our stdout/stderr
   std::optional<double> timeout_s;

@@ -22,6 +22,7 @@ enum Stage : int {
   kStdout,
   kStderr,
   kAffinity,
+  kChdir,
   kExec
 };
 
@@ -41,6 +42,8 @@ const char* stage_text(int stage) {
       return "redirecting stderr";
     case kAffinity:
       return "sched_setaffinity (binding)";
+    case kChdir:
+      return "changing to the working directory (--wdir)";
     default:
       return "";
   }
@@ -71,6 +74,7 @@ bool dup_to(int from, int to) {
 // (CLONE_VM) until it execs, so it must not allocate or touch anything but this.
 struct ChildArgs {
   const char* path;
+  const char* cwd;  // null: stay
   char** argv;
   char** envp;
   pid_t parent;
@@ -104,6 +108,9 @@ int child_main(void* p) {
   if (a.bind && ::sched_setaffinity(0, sizeof a.cpus, &a.cpus) != 0) {
     child_fail(wfd, kAffinity, errno);
   }
+  // After the redirections, so that a relative program path resolves against the rank's
+  // directory, as with mpirun's -wdir.
+  if (a.cwd != nullptr && ::chdir(a.cwd) != 0) child_fail(wfd, kChdir, errno);
   // Nothing else of sparkrun's leaks into the rank (PMIx sockets, other ranks' pipes).
   ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   ::execve(a.path, a.argv, a.envp);
@@ -144,6 +151,7 @@ StartedChild start_child(const SpawnRequest& req) {
   ChildArgs args;
   std::memset(&args, 0, sizeof args);
   args.path = req.path.c_str();
+  args.cwd = req.cwd.empty() ? nullptr : req.cwd.c_str();
   args.argv = argv.data();
   args.envp = envp.data();
   args.parent = ::getpid();

@@ -17,6 +17,7 @@ struct SpawnRequest {
   std::string path;               // resolved program path (see resolve_program)
   std::vector<std::string> argv;  // argv[0] included
   std::vector<std::string> envp;  // "NAME=value"
+  std::string cwd;                // the rank's working directory (chdir before exec); "": ours
   int stdin_fd = -1;              // -1: /dev/null
   int stdout_fd = -1;             // -1: inherit
   int stderr_fd = -1;             // -1: inherit

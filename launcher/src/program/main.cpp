@@ -30,6 +30,7 @@
 #endif
 #include "binding.hpp"
 #include "fabric_command.hpp"
+#include "forwarded_env.hpp"
 #include "rank_env.hpp"
 #include "remote_launch.hpp"
 #include "restart_loop.hpp"
@@ -77,7 +78,23 @@ RestartPolicy restart_policy(const Options& o) {
   return {o.max_restarts, o.restart_backoff_s};
 }
 
-int launch(const Options& o, std::chrono::steady_clock::time_point started) {
+// The ranks' directory: --wdir (relative to ours), else ours. Absolute, so that it means the
+// same on every host.
+std::string working_dir(const Options& o) {
+  std::error_code ec;
+  const std::filesystem::path here = std::filesystem::current_path(ec);
+  if (ec) {
+    if (o.wdir.empty()) return {};  // ours was removed: every host keeps its own
+    if (std::filesystem::path(o.wdir).is_relative())
+      throw UsageError("--wdir " + o.wdir + ": relative, and sparkrun's own directory is gone (" +
+                       ec.message() + "); give an absolute path");
+  }
+  if (o.wdir.empty()) return here.string();
+  return (here / o.wdir).lexically_normal().string();
+}
+
+int launch(const Options& o, std::chrono::steady_clock::time_point started,
+           const ForwardedEnv& forwarded) {
   // Hosts.
   std::vector<HostSlots> hosts;
   for (const auto& h : o.hosts) {
@@ -111,14 +128,17 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
       throw UsageError("--topology plans for one machine: not available with remote hosts");
     }
     MultiHostSpec m;
-    const auto env = current_environment();
-    for (const auto& x : o.exports) m.exports.push_back(resolve_export(x, env));
+    m.exports = forwarded.vars;  // the environment rule (forwarded_env.hpp)
+    m.working_dir = working_dir(o);
     for (const auto& note : plan.notes) std::fprintf(stderr, "sparkrun: note: %s\n", note.c_str());
     m.job_id = make_job_id();
     m.plan = std::move(plan);
     m.argv = o.command;
     m.format = {o.tag_output, o.timestamp_output};
-    m.output_dir = o.output_dir;
+    // Relative to this directory, as on one host (a remote daemon's own is elsewhere).
+    m.output_dir = o.output_dir.empty()
+                       ? std::string()
+                       : std::filesystem::absolute(o.output_dir).lexically_normal().string();
     m.timeout_s = o.timeout_s;
     m.kill_grace_s = o.kill_grace_s;
     m.verbose = o.verbose;
@@ -150,7 +170,16 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started) {
 
   NodeRunSpec spec;
   spec.base_env = current_environment();
-  for (const auto& x : o.exports) spec.exports.push_back(resolve_export(x, spec.base_env));
+  spec.exports = forwarded.vars;  // the same rule as for remote hosts (forwarded_env.hpp)
+  if (!o.wdir.empty()) {          // ranks start there; a relative program path resolves against it
+    spec.working_dir = working_dir(o);
+    std::error_code ec;
+    if (!std::filesystem::is_directory(spec.working_dir, ec)) {
+      throw UsageError("--wdir " + o.wdir + ": " + spec.working_dir +
+                       " is not a directory on this host" + (ec ? " (" + ec.message() + ")" : "") +
+                       "; give an existing one");
+    }
+  }
   // torchrun's MASTER_ADDR/MASTER_PORT (docs/python.md): rank 0 runs on this machine.
   for (auto& v : torchrun_master_env("127.0.0.1", pick_free_port(), spec.base_env, spec.exports))
     spec.exports.push_back(std::move(v));
@@ -249,13 +278,14 @@ int sparkrun_main(int argc, char** argv) {
     hand_over_if_needed(r.options);
     // The ranks' SPARK_* / SPARKNET_* environment, checked before anything starts (ranks, or
     // --fabric's discovery job): a value every rank would refuse ends here, with its message.
+    const auto env = current_environment();
+    const ForwardedEnv forwarded = forwarded_env(env, r.options.exports, r.options.env_all);
+    for (const auto& w : forwarded.warnings)
+      std::fprintf(stderr, "sparkrun: warning: %s\n", w.c_str());
     {
-      const auto env = current_environment();
-      std::vector<EnvVar> exports;
-      for (const auto& x : r.options.exports) exports.push_back(resolve_export(x, env));
-      for (const auto& line : unknown_setting_warnings(env, exports))  // typos: say so, run
+      for (const auto& line : unknown_setting_warnings(env, forwarded.vars))  // typos: say so
         std::fprintf(stderr, "sparkrun: warning: %s\n", line.c_str());
-      const std::string refused = check_rank_env(env, exports);
+      const std::string refused = check_rank_env(env, forwarded.vars);
       if (!refused.empty()) {
         std::fprintf(stderr, "sparkrun: error: %s\nsparkrun: no rank was started\n",
                      refused.c_str());
@@ -266,7 +296,7 @@ int sparkrun_main(int argc, char** argv) {
       if (int rc = check_pinned_fabric(args, r.options.command.size(), r.options.fabric_file))
         return rc;
     }
-    return launch(r.options, started);
+    return launch(r.options, started, forwarded);
   } catch (const UsageError& e) {
     return report_usage_error(e.what());
   } catch (const std::exception& e) {

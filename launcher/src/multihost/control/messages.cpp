@@ -40,6 +40,7 @@ std::string encode(const PlanMsg& m) {
                                  (m.verbose ? 4 : 0) | (m.report_bindings ? 8 : 0)));
   w.bytes(m.output_dir).u32(m.kill_grace_ms).u32(m.heartbeat_ms).u32(m.link_timeout_ms);
   w.bytes(m.bind_to).bytes(m.map_by);
+  w.bytes(m.working_dir);  // since protocol version 2
   return w.take();
 }
 
@@ -140,6 +141,7 @@ PlanMsg decode_plan(std::string_view payload) {
     throw ProtocolError("bad heartbeat settings");
   m.bind_to = r.bytes(256);
   m.map_by = r.bytes(256);
+  m.working_dir = r.bytes(4096);
   r.finish();
   return m;
 }

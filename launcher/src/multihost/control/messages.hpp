@@ -31,7 +31,8 @@ struct PlanMsg {
   std::uint32_t node = 0;
   JobPlan plan;
   std::vector<std::string> argv;  // argv[0] as typed; resolved with the daemon's PATH
-  std::vector<EnvVar> exports;    // -x, resolved on the launcher
+  std::vector<EnvVar> exports;    // forwarded_env.hpp's variables, resolved on the launcher
+  std::string working_dir;        // the ranks' directory (--wdir or the launcher's); "": stay
   bool tag_output = false;
   bool timestamp_output = false;
   bool verbose = false;

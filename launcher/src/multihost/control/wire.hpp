@@ -16,7 +16,7 @@
 namespace spark::launch::control {
 
 inline constexpr std::uint32_t kMagic = 0x53504b52;  // "SPKR"
-inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint8_t kVersion = 2;          // 2: the plan carries the working directory
 inline constexpr std::size_t kHeaderSize = 12;
 /// Before a peer has proven it knows the job's secret it may send only small frames, so a
 /// stranger cannot make the launcher allocate much.

@@ -303,7 +303,8 @@ TEST_F(ServerFixture, GoodClientFencesWhileBadClientsAreRejected) {
   EXPECT_TRUE(wait_for("already connected")) << dump();
   // Random bytes, an oversized frame, a message before authentication: closed.
   EXPECT_TRUE(raw_client_closed("\x13\x37 random bytes that are not a frame"));
-  EXPECT_TRUE(raw_client_closed(std::string("SPKR\x01\x05\x00\x00\x7f\xff\xff\xff", 12)));
+  EXPECT_TRUE(raw_client_closed(std::string("SPKR") + static_cast<char>(kVersion) +
+                                std::string("\x05\x00\x00\x7f\xff\xff\xff", 7)));
   EXPECT_TRUE(raw_client_closed(encode_frame(MsgType::kFenceUp, encode(Fence{0, "x"}))));
   EXPECT_TRUE(wait_for("before authentication")) << dump();
   EXPECT_TRUE(wait_for("exceeds the limit")) << dump();

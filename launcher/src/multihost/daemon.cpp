@@ -321,11 +321,13 @@ int daemon_main(int argc, char** argv) {
   if (wdir_missing || !program) {
     ExitTracker tracker;
     if (wdir_missing) {
-      tracker.start_failed(first, "the working directory " + spec.working_dir +
-                                      " does not exist there" +
-                                      (wdir_error ? " (" + wdir_error.message() + ")" : "") +
-                                      "; create it on " + node.host +
-                                      ", or give one that exists on every host with --wdir DIR");
+      tracker.start_failed(first,
+                           "the working directory " + spec.working_dir + " does not exist there" +
+                               (wdir_error && wdir_error != std::errc::no_such_file_or_directory
+                                    ? " (" + wdir_error.message() + ")"
+                                    : "") +
+                               "; create it on " + node.host +
+                               ", or give one that exists on every host with --wdir DIR");
     } else {
       tracker.start_failed(first, plan.argv.front() + ": command not found in PATH");
     }

@@ -18,8 +18,9 @@ namespace {
 //   exist only here (SLURM and login sessions make per-job ones): each host's own is kept, -x
 //   TMPDIR sends it anyway; SLURM_* SLURMD_*: per-node step variables (srun gives each node
 //   its own); PMIX_* PMI_*: the client variables of the launch sparkrun itself may run in.
-constexpr std::array<std::string_view, 9> kHostNames = {
-    "HOSTNAME", "HOST", "PWD", "OLDPWD", "SHLVL", "_", "DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR"};
+constexpr std::array<std::string_view, 10> kHostNames = {
+    "HOSTNAME", "HOST",    "PWD",        "OLDPWD",          "SHLVL",
+    "_",        "DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "TMPDIR"};
 constexpr std::array<std::string_view, 6> kHostPrefixes = {"SSH_",    "XDG_SESSION_", "SLURM_",
                                                            "SLURMD_", "PMIX_",        "PMI_"};
 
@@ -46,14 +47,18 @@ class VarList {
   std::unordered_map<std::string, size_t> index_;
 };
 
+// The per-rank identity sparkrun sets itself (SPARK_RANK, ..., SPARK_LANES): never sent.
+bool is_identity(std::string_view name) {
+  for (const auto& [identity, value] : identity_env(RankIdentity{.cpuset = "-", .lanes = "-"})) {
+    if (name == identity) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool is_sparkrun_variable(std::string_view name) {
-  if (!name.starts_with("SPARK_") && !name.starts_with("SPARKNET_")) return false;
-  for (const auto& [identity, value] : identity_env(RankIdentity{.cpuset = "-", .lanes = "-"})) {
-    if (name == identity) return false;
-  }
-  return true;
+  return (name.starts_with("SPARK_") || name.starts_with("SPARKNET_")) && !is_identity(name);
 }
 
 bool is_host_specific(std::string_view name) {
@@ -72,7 +77,7 @@ ForwardedEnv forwarded_env(const std::vector<std::string>& environment,
     const size_t eq = entry.find('=');
     if (eq == std::string::npos || eq == 0) continue;
     const std::string name = entry.substr(0, eq);
-    if (is_sparkrun_variable(name) || (env_all && !is_host_specific(name)))
+    if (is_sparkrun_variable(name) || (env_all && !is_host_specific(name) && !is_identity(name)))
       vars.set(name, entry.substr(eq + 1));
   }
   for (const auto& arg : x_args) {

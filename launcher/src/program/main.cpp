@@ -175,9 +175,10 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started,
     spec.working_dir = working_dir(o);
     std::error_code ec;
     if (!std::filesystem::is_directory(spec.working_dir, ec)) {
-      throw UsageError("--wdir " + o.wdir + ": " + spec.working_dir +
-                       " is not a directory on this host" + (ec ? " (" + ec.message() + ")" : "") +
-                       "; give an existing one");
+      throw UsageError(
+          "--wdir " + o.wdir + ": " + spec.working_dir + " is not a directory on this host" +
+          (ec && ec != std::errc::no_such_file_or_directory ? " (" + ec.message() + ")" : "") +
+          "; give an existing one");
     }
   }
   // torchrun's MASTER_ADDR/MASTER_PORT (docs/python.md): rank 0 runs on this machine.

@@ -298,6 +298,7 @@ exec "$0" hello "$1.a1"'
   [ "$(grep -o ' job [^ ]*' "$out/o" | sort -u | wc -l)" = 2 ] || fail "not 2 distinct job ids"
   grep -q LEFTOVER "$out/o" && fail "a process of attempt 0 was alive in attempt 1"
   wait_for 15 ns_empty || fail "processes left in a namespace"
+  ;;
 env_wdir)
   # The environment and directory rules (docs/launcher.md) over a launch agent that clears
   # the environment and starts in / (as ssh does: nothing of ours reaches the daemon).

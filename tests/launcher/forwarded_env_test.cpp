@@ -95,6 +95,12 @@ TEST(ForwardedEnv, EnvAllLeavesTheHostsOwnVariables) {
   EXPECT_EQ(as_map(forwarded_env(kEnv, {"TMPDIR"}, true).vars).at("TMPDIR"), "/tmp/job7");
 }
 
+TEST(ForwardedEnv, TheXPartAloneForPrintConfig) {
+  const auto m = as_map(resolve_x_args(kEnv, {"FOO_*", "SPARK_TCP_LANES=2"}).vars);
+  EXPECT_EQ(m, (std::map<std::string, std::string>{
+                   {"FOO_A", "1"}, {"FOO_B", "2"}, {"SPARK_TCP_LANES", "2"}}));
+}
+
 TEST(ForwardedEnv, TheRuleNames) {
   EXPECT_TRUE(is_sparkrun_variable("SPARK_TCP_LANES"));
   EXPECT_TRUE(is_sparkrun_variable("SPARKNET_ROCE_TIMEOUT_MS"));

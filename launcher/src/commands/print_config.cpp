@@ -6,7 +6,7 @@
 #include <string>
 
 #include "config/config.hpp"
-#include "rank_env.hpp"
+#include "forwarded_env.hpp"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -16,10 +16,9 @@ int print_config(const std::vector<std::string>& exports) {
   std::vector<std::string> environment;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
   std::map<std::string, std::string> given;  // -x, resolved as for a launch (last one wins)
-  for (const auto& x : exports) {
-    auto [name, value] = resolve_export(x, environment);
-    given[name] = value;
-  }
+  const ForwardedEnv x = resolve_x_args(environment, exports);  // patterns too
+  for (const auto& w : x.warnings) std::fprintf(stderr, "sparkrun: warning: %s\n", w.c_str());
+  for (const auto& [name, value] : x.vars) given[name] = value;
   try {
     const auto config = spark::config::Config::from_environment(given);
     for (const auto& name : config.unknown_variables()) {

@@ -69,17 +69,10 @@ bool is_host_specific(std::string_view name) {
   return false;
 }
 
-ForwardedEnv forwarded_env(const std::vector<std::string>& environment,
-                           const std::vector<std::string>& x_args, bool env_all) {
+ForwardedEnv resolve_x_args(const std::vector<std::string>& environment,
+                            const std::vector<std::string>& x_args) {
   ForwardedEnv out;
   VarList vars;
-  for (const auto& entry : environment) {
-    const size_t eq = entry.find('=');
-    if (eq == std::string::npos || eq == 0) continue;
-    const std::string name = entry.substr(0, eq);
-    if (is_sparkrun_variable(name) || (env_all && !is_host_specific(name) && !is_identity(name)))
-      vars.set(name, entry.substr(eq + 1));
-  }
   for (const auto& arg : x_args) {
     if (!is_pattern(arg)) {
       const auto [name, value] = resolve_export(arg, environment);
@@ -101,6 +94,22 @@ ForwardedEnv forwarded_env(const std::vector<std::string>& environment,
                              "for it (check the spelling, or set the variables before sparkrun)");
     }
   }
+  out.vars = vars.take();
+  return out;
+}
+
+ForwardedEnv forwarded_env(const std::vector<std::string>& environment,
+                           const std::vector<std::string>& x_args, bool env_all) {
+  VarList vars;
+  for (const auto& entry : environment) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    const std::string name = entry.substr(0, eq);
+    if (is_sparkrun_variable(name) || (env_all && !is_host_specific(name) && !is_identity(name)))
+      vars.set(name, entry.substr(eq + 1));
+  }
+  ForwardedEnv out = resolve_x_args(environment, x_args);
+  for (const auto& [name, value] : out.vars) vars.set(name, value);
   out.vars = vars.take();
   return out;
 }

@@ -26,6 +26,11 @@ bool is_sparkrun_variable(std::string_view name);
 /// docs/launcher.md.
 bool is_host_specific(std::string_view name);
 
+/// The -x part alone (--print-config shows what -x sets): NAME, NAME=value and patterns as
+/// below, warnings for patterns that match nothing.
+ForwardedEnv resolve_x_args(const std::vector<std::string>& environment,
+                            const std::vector<std::string>& x_args);
+
 /// The variables to send. `environment`: sparkrun's ("NAME=value"); `x_args`: the -x
 /// arguments in order: NAME (its value here; UsageError when unset), NAME=value, or a glob
 /// pattern (`NCCL_*`, fnmatch) taking every matching variable of `environment` (a warning

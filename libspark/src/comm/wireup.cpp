@@ -39,6 +39,13 @@ void check_settings(bootstrap::Bootstrap& boot, const CommOptions& options,
     nodes.push_back(bootstrap::to_string(boot.get(r, "spark.node")));
   const auto differ = settings_digest::verdict(all, nodes);
   if (!differ) return;
+  // Every rank has read every record before any leaves: rank 0 may host the store (torch's
+  // TCPStore, the rendezvous), and its exit must not cut off a rank still reading the records,
+  // which would then fail with a store error instead of this line.
+  try {
+    boot.fence(join);
+  } catch (const std::exception&) {
+  }
   if (options.report_failures) {
     // One report: rank 0's abort (sparkrun prints its line and stops the group). The others
     // throw only after it: rank 0 never reaches this fence, which fails once rank 0 has

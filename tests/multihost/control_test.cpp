@@ -139,6 +139,7 @@ TEST(ControlMessages, PlanRoundTrip) {
   p.output_dir = "/tmp/out";
   p.kill_grace_ms = 1500;
   p.working_dir = "/work/job dir";
+  p.nccl_env = true;
   const PlanMsg q = decode_plan(encode(p));
   EXPECT_EQ(q.job_id, p.job_id);
   EXPECT_EQ(q.node, 2u);
@@ -157,6 +158,8 @@ TEST(ControlMessages, PlanRoundTrip) {
   EXPECT_EQ(q.output_dir, "/tmp/out");
   EXPECT_EQ(q.kill_grace_ms, 1500u);
   EXPECT_EQ(q.working_dir, "/work/job dir");
+  EXPECT_TRUE(q.nccl_env);
+  EXPECT_FALSE(q.report_bindings);
 }
 
 TEST(ControlMessages, PlanRejectsInconsistentPlacement) {

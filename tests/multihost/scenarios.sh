@@ -56,6 +56,13 @@ bind)
   expect "sparkrun: $MH_NS1 *0 *0 " "$out/e"  # host, rank, core: each node reports its own
   expect "sparkrun: $MH_NS2 *3 *1 " "$out/e"
   grep -q "not available with remote hosts" "$out/e" && fail "binding refused"
+  # --nccl-env: each daemon names its own interface towards the launcher (eth0 in its
+  # namespace); a value the user set wins.
+  run -n 2 --host "$MH_NS1,$MH_NS2" --nccl-env -x GLOO_SOCKET_IFNAME=mine \
+    sh -c 'echo "nccl $SPARK_HOST $NCCL_SOCKET_IFNAME $GLOO_SOCKET_IFNAME"' >"$out/o" 2>"$out/e" \
+    || fail "rc $?"
+  expect "nccl $MH_NS1 eth0 mine" "$out/o"
+  expect "nccl $MH_NS2 eth0 mine" "$out/o"
   # --topology plans for one machine only: refused with remote hosts, nothing started.
   run -n 2 --host "$MH_HOSTS" --topology /nonexistent.xml "$rank" hello >"$out/o" 2>"$out/e"
   [ $? = 2 ] || fail "--topology with remote hosts should exit 2"

@@ -130,6 +130,89 @@ TEST(SparkrunBinding, HcaNamesAreCheckedOnlyWhenRdmaLanesAreUsed) {
       << shown.err;
 }
 
+// --nccl-env (docs/roce.md): the ranks get the socket interface (every rank here: lo), a value
+// the user set wins, and a user's NCCL_IB_HCA naming one PCIe half of a port gets the note.
+TEST(SparkrunNcclEnv, RanksGetTheSocketInterfaceUnlessSet) {
+  const std::string show =
+      " sh -c 'echo \"rank $SPARK_RANK socket=$NCCL_SOCKET_IFNAME gloo=$GLOO_SOCKET_IFNAME "
+      "hca=${NCCL_IB_HCA-unset}\"'";
+  Result r = sparkrun("-n 2 --nccl-env" + show);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (int rank : {0, 1}) {
+    const std::string rank_s = std::to_string(rank);
+    if (r.err.find("no RDMA device found") != std::string::npos) {
+      EXPECT_NE(r.out.find("rank " + rank_s + " socket=lo gloo=lo hca=unset\n"), std::string::npos)
+          << r.out;
+    } else {  // a machine with RDMA lanes names them (exactly)
+      EXPECT_NE(r.out.find("rank " + rank_s + " socket=lo gloo=lo hca=="), std::string::npos)
+          << r.out;
+    }
+  }
+  Result mine =
+      sparkrun("-n 2 --nccl-env -x NCCL_SOCKET_IFNAME=eth7" + show, "GLOO_SOCKET_IFNAME=eth8");
+  ASSERT_EQ(mine.code, 0) << mine.err;
+  EXPECT_NE(mine.out.find("rank 1 socket=eth7 gloo=eth8 "), std::string::npos) << mine.out;
+  Result off = sparkrun("-n 1" + show);
+  EXPECT_NE(off.out.find("rank 0 socket= gloo= hca=unset\n"), std::string::npos) << off.out;
+  EXPECT_EQ(off.err.find("--nccl-env"), std::string::npos) << off.err;
+
+  // A Spark planned from here, the user naming one half: their value stays, with the note.
+  Result half =
+      sparkrun("-n 2 --topology tests/data/spark.xml --nccl-env" + show, "NCCL_IB_HCA=rocep1s0f0");
+  ASSERT_EQ(half.code, 0) << half.err;
+  EXPECT_NE(half.out.find("rank 1 socket=lo gloo=lo hca=rocep1s0f0\n"), std::string::npos)
+      << half.out;
+  EXPECT_NE(half.err.find("sparkrun: note: NCCL_IB_HCA=rocep1s0f0 names one PCIe half of a CX7 "
+                          "port (rocep1s0f0); name both (rocep1s0f0,roceP2p1s0f0) for full "
+                          "bandwidth (~24 vs ~3 GB/s)\n"),
+            std::string::npos)
+      << half.err;
+}
+
+// `sparkrun topo --nccl-env` prints the lines a rank on that machine gets; the GID index
+// comes from the device's GID table (a fixture tree here: this machine has no RDMA device).
+TEST(SparkrunNcclEnv, TopoPrintsTheLinesForAHost) {
+  namespace fs = std::filesystem;
+  const fs::path ib = fs::temp_directory_path() / ("spark-topo-ib-" + std::to_string(getpid()));
+  for (const char* dev : {"rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1"}) {
+    const fs::path port = ib / dev / "ports" / "1";
+    fs::create_directories(port / "gids");
+    fs::create_directories(port / "gid_attrs" / "types");
+    std::ofstream(port / "gids" / "3") << "0000:0000:0000:0000:0000:ffff:0a32:0001\n";
+    std::ofstream(port / "gid_attrs" / "types" / "3") << "RoCE v2\n";
+  }
+  Result r = sparkrun(
+      "topo --topology tests/data/spark.xml --nccl-env -n 2 --control-net enP7s7 "
+      "--ib-sysfs " +
+      ib.string());
+  fs::remove_all(ib);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "# local rank 0\n"
+            "NCCL_IB_HCA==rocep1s0f0,roceP2p1s0f0\n"
+            "NCCL_IB_GID_INDEX=3\n"
+            "NCCL_SOCKET_IFNAME=enP7s7\n"
+            "GLOO_SOCKET_IFNAME=enP7s7\n"
+            "# local rank 1\n"
+            "NCCL_IB_HCA==rocep1s0f1,roceP2p1s0f1\n"
+            "NCCL_IB_GID_INDEX=3\n"
+            "NCCL_SOCKET_IFNAME=enP7s7\n"
+            "GLOO_SOCKET_IFNAME=enP7s7\n");
+  EXPECT_EQ(r.err, "");
+  // One half named: the note, on stderr.
+  Result half = sparkrun("topo --topology tests/data/spark.xml --nccl-env --ib-sysfs /nonexistent",
+                         "NCCL_IB_HCA=roceP2p1s0f0");
+  ASSERT_EQ(half.code, 0) << half.err;
+  EXPECT_NE(half.out.find("NCCL_IB_HCA==roceP2p1s0f0\n"), std::string::npos) << half.out;
+  EXPECT_NE(half.err.find("names one PCIe half of a CX7 port (roceP2p1s0f0); name both "
+                          "(roceP2p1s0f0,rocep1s0f0)"),
+            std::string::npos)
+      << half.err;
+  EXPECT_NE(half.err.find("no GID index for roceP2p1s0f0"), std::string::npos) << half.err;
+  EXPECT_EQ(sparkrun("topo -n 2").code, 2);  // -n goes with --nccl-env
+  EXPECT_EQ(sparkrun("topo --nccl-env --control-net no-such-if0").code, 2);
+}
+
 }  // namespace
 
 #ifdef SPARK_PMIX_CPUSET_CLIENT

@@ -153,6 +153,10 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
   add(app.add_option(
       "--topology", o_.topology,
       "Plan binding for this hwloc XML machine (docs/binding.md); run here unbound"));
+  add(app.add_flag("--nccl-env", o_.nccl_env,
+                   "Give each rank NCCL_IB_HCA (both PCIe halves of its lanes), NCCL_IB_GID_INDEX "
+                   "(its node's RoCE v2 GID) and NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME (the "
+                   "control interface), unless set (docs/roce.md)"));
 }
 
 Options LaunchOptions::finish() {

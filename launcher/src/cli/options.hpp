@@ -41,6 +41,7 @@ struct Options {
   std::string map_by;            // --map-by
   bool report_bindings = false;  // --report-bindings
   std::string topology;          // --topology XML
+  bool nccl_env = false;         // --nccl-env: NCCL_IB_HCA, NCCL_IB_GID_INDEX, *_SOCKET_IFNAME
 
   std::vector<std::string> command;  // program and its arguments
 };

@@ -20,6 +20,7 @@
 #include "control/messages.hpp"
 #include "exit_rules.hpp"
 #include "node_runner.hpp"
+#include "remote_address.hpp"
 #include "spawn.hpp"
 #include "stderr_output.hpp"
 #include "strict_parse.hpp"
@@ -341,7 +342,10 @@ int daemon_main(int argc, char** argv) {
     try {
       // This node's cores and lanes, from its own topology (docs/binding.md); a request it
       // cannot meet is this node's failure, reported with its host below.
-      plan_node_binding(BindingOptions{plan.bind_to, plan.map_by, "", plan.report_bindings}, spec);
+      // --nccl-env: NCCL/Gloo sockets on the interface this daemon reaches the launcher over.
+      spec.control_interface = interface_of_address(client->local_address());
+      plan_node_binding(
+          BindingOptions{plan.bind_to, plan.map_by, "", plan.report_bindings, plan.nccl_env}, spec);
       code = run_node(spec);
     } catch (const std::exception& e) {
       say(e.what());

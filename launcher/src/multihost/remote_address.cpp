@@ -75,6 +75,13 @@ std::vector<std::pair<std::string, std::string>> local_ipv4_addresses() {
   return out;
 }
 
+std::string interface_of_address(const std::string& addr) {
+  for (const auto& [ifname, a] : local_ipv4_addresses()) {
+    if (a == addr) return ifname;
+  }
+  return "";
+}
+
 bool in_cidr(const std::string& addr, const std::string& cidr) {
   const size_t slash = cidr.find('/');
   in_addr net{}, a{};

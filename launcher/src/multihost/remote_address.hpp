@@ -27,4 +27,7 @@ bool in_cidr(const std::string& addr, const std::string& cidr);
 /// This machine's IPv4 addresses: {interface, address}.
 std::vector<std::pair<std::string, std::string>> local_ipv4_addresses();
 
+/// The interface that holds IPv4 `addr` on this machine ("lo" for 127.0.0.1); "" when none.
+std::string interface_of_address(const std::string& addr);
+
 }  // namespace spark::launch

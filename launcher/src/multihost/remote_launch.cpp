@@ -328,6 +328,7 @@ void Coordinator::on_authenticated(std::uint32_t i) {
   p.bind_to = spec_.bind_to;
   p.map_by = spec_.map_by;
   p.report_bindings = spec_.report_bindings;
+  p.nccl_env = spec_.nccl_env;
   server_->send(i, ctl::MsgType::kPlan, ctl::encode(p));
   if (authenticated_ == nodes_.size()) {
     connect_timer_.cancel();

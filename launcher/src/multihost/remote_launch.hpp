@@ -34,6 +34,7 @@ struct MultiHostSpec {
   std::string bind_to;
   std::string map_by;
   bool report_bindings = false;
+  bool nccl_env = false;  // --nccl-env (docs/roce.md): each daemon fills its ranks' variables
   // The job's first failure (exit code, its line; the line may be empty), once (--max-restarts).
   std::function<void(int code, const std::string& line)> failed;
 };

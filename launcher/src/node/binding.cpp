@@ -1,9 +1,11 @@
 #include "binding.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 
+#include "nccl_env.hpp"
 #include "spark/topo/error.hpp"
 #include "spark/topo/plan.hpp"
 #include "usage_error.hpp"
@@ -11,7 +13,7 @@
 namespace spark::launch {
 
 BindingOptions binding_options(const Options& o) {
-  return BindingOptions{o.bind_to, o.map_by, o.topology, o.report_bindings};
+  return BindingOptions{o.bind_to, o.map_by, o.topology, o.report_bindings, o.nccl_env};
 }
 
 void skip_unneeded_hwloc_plugins() {
@@ -77,6 +79,12 @@ void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* er
     // A stale NCCL_IB_HCA must not stop a job that uses no RDMA: the names are resolved (and
     // refused when this machine has none of them) only when the ranks may use RDMA lanes.
     std::string hca_unused;
+    // A user's list with half a CX7 port gives NCCL and libspark a tenth of the bandwidth
+    // (~3 vs ~24 GB/s busbw), whether or not libspark's ranks use it.
+    if (options.hca) {
+      if (auto note = one_half_note(machine, options.hca_source, *options.hca))
+        std::fprintf(err, "sparkrun: note: %s\n", note->c_str());
+    }
     if (options.hca) {
       const std::string why = why_no_rdma_lanes(env("SPARK_TRANSPORT").value_or("auto"),
                                                 spec.plan.nodes.size(), !machine.lanes.empty());
@@ -159,6 +167,27 @@ void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* er
       if (topo::to_cpu_set(r, set)) {
         spec.cpusets[l] = set;
         spec.cpuset_text[l] = r.cpuset;
+      }
+    }
+    if (b.nccl_env) {
+      spec.nccl_env.assign(plan.ranks.size(), {});
+      std::vector<std::string> said;
+      for (std::size_t l = 0; l < plan.ranks.size(); ++l) {
+        // Lanes of another machine (--topology FILE) name no device here.
+        NcclEnv e = plan.applies_here
+                        ? nccl_env(machine.lanes, plan.ranks[l].lanes, spec.control_interface)
+                        : nccl_env({}, {}, spec.control_interface);
+        if (!plan.applies_here) {
+          e.notes = {"--nccl-env: lanes planned for " + plan.source +
+                     ", not this machine: NCCL_IB_HCA and NCCL_IB_GID_INDEX not set (`sparkrun "
+                     "topo --topology FILE --nccl-env` shows that machine's lines)"};
+        }
+        for (const auto& n : e.notes) {
+          if (std::find(said.begin(), said.end(), n) != said.end()) continue;
+          said.push_back(n);
+          std::fprintf(err, "sparkrun: note: %s\n", n.c_str());
+        }
+        spec.nccl_env[l] = std::move(e.vars);
       }
     }
     bool any = false;

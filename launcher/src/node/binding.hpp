@@ -18,6 +18,9 @@ struct BindingOptions {
   std::string map_by;    // "" = slot
   std::string topology;  // hwloc XML to plan for instead of this machine ("" = this machine)
   bool report_bindings = false;
+  // --nccl-env: each rank gets NCCL_IB_HCA / NCCL_IB_GID_INDEX for its lanes and
+  // NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME = spec.control_interface (nccl_env.hpp).
+  bool nccl_env = false;
 };
 
 BindingOptions binding_options(const Options& o);
@@ -40,7 +43,8 @@ std::string why_no_rdma_lanes(std::string_view transport, std::size_t nodes,
 /// SPARK_TRANSPORT, SPARK_IB_HCA and NCCL_IB_HCA from spec.exports, then spec.base_env (the HCA
 /// names only when why_no_rdma_lanes() is ""). Fills spec.cpusets,
 /// cpuset_text and lanes when the plan applies to this machine; prints the --report-bindings
-/// table and notes on `err`. Throws UsageError for requests that cannot be met.
+/// table and notes on `err`. With b.nccl_env fills spec.nccl_env. A user's HCA list that names
+/// one PCIe half of a CX7 port gets a note. Throws UsageError for requests that cannot be met.
 void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* err = stderr);
 
 }  // namespace spark::launch

@@ -268,9 +268,13 @@ void Runner::start_ranks() {
     // PWD says where the rank runs (shells and getcwd-avoiding code read it), as mpirun sets it.
     std::vector<EnvVar> pwd;
     if (!spec_.working_dir.empty()) pwd.emplace_back("PWD", spec_.working_dir);
-    req.envp =
-        build_env(spec_.base_env, {torchrun_env(id, spec_.base_env, spec_.exports), wireup_log,
-                                   spec_.exports, pwd, pmix_env, glue, identity_env(id)});
+    const std::vector<EnvVar> nccl =
+        static_cast<size_t>(l) < spec_.nccl_env.size()
+            ? unless_set(spec_.nccl_env[static_cast<size_t>(l)], spec_.base_env, spec_.exports)
+            : std::vector<EnvVar>{};
+    req.envp = build_env(spec_.base_env,
+                         {torchrun_env(id, spec_.base_env, spec_.exports), nccl, wireup_log,
+                          spec_.exports, pwd, pmix_env, glue, identity_env(id)});
     req.cwd = spec_.working_dir;
     if (bound && spec_.cpusets[static_cast<size_t>(l)])
       req.cpuset = spec_.cpusets[static_cast<size_t>(l)];

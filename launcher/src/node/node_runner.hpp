@@ -60,6 +60,11 @@ struct NodeRunSpec {
   std::vector<std::optional<cpu_set_t>> cpusets;
   std::vector<std::string> cpuset_text;  // SPARK_CPUSET per local rank ("15-19")
   std::vector<std::string> lanes;        // SPARK_LANES per local rank
+  // --nccl-env: the interface NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME name (the control
+  // network: "lo" on one host, a daemon's interface towards the launcher), set before binding;
+  // the binding step fills the variables per local rank (empty: none). The user's values win.
+  std::string control_interface;
+  std::vector<std::vector<EnvVar>> nccl_env;
   // This machine's hwloc topology (hwloc_topology_t), when the binding step loaded the live
   // machine: the PMIx server gets the same one instead of a second load (~1-2 ms). Null: the
   // runner loads a minimal one itself. `topology_owner` keeps it alive.

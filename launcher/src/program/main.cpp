@@ -153,6 +153,7 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started,
     m.bind_to = o.bind_to;
     m.map_by = o.map_by;
     m.report_bindings = o.report_bindings;
+    m.nccl_env = o.nccl_env;
     return run_with_restarts(restart_policy(o), [&m](const Attempt& a) {
       MultiHostSpec s = m;  // each attempt is a new job (restart_loop.hpp)
       if (a.count > 0) s.job_id = make_job_id();
@@ -207,7 +208,8 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started,
 
   spec.job_id = make_job_id();
   spec.plan = std::move(plan);
-  spec.node = 0;  // single host: the launcher runs the (only) node itself
+  spec.node = 0;                  // single host: the launcher runs the (only) node itself
+  spec.control_interface = "lo";  // --nccl-env: every rank is here (MASTER_ADDR 127.0.0.1)
   plan_node_binding(binding_options(o), spec);  // cores and lanes per rank (docs/binding.md)
   if (o.verbose) say_elapsed(started, "binding planned (topology loaded)");
   spec.program_path = *program;

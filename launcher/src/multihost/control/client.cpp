@@ -40,6 +40,12 @@ ControlClient::~ControlClient() {
   shutdown();
 }
 
+std::string ControlClient::local_address() const {
+  boost::system::error_code ec;
+  const auto ep = socket_.local_endpoint(ec);
+  return ec ? std::string() : ep.address().to_string();
+}
+
 void ControlClient::shutdown() noexcept {
   boost::system::error_code ec;
   socket_.shutdown(tcp::socket::shutdown_both, ec);

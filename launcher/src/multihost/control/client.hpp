@@ -39,6 +39,8 @@ class ControlClient {
   std::optional<Frame> receive(std::chrono::milliseconds timeout);
   /// Sends one frame (thread-safe). Throws LinkError.
   void send(MsgType type, const std::string& payload);
+  /// This end's IPv4 address ("10.0.0.2"): the daemon's interface towards the launcher.
+  std::string local_address() const;
   /// Unblocks receive() (it then throws LinkError) and stops sending.
   void shutdown() noexcept;
 

@@ -37,7 +37,8 @@ std::string encode(const PlanMsg& m) {
   w.u32(static_cast<std::uint32_t>(m.exports.size()));
   for (const auto& [k, v] : m.exports) w.bytes(k).bytes(v);
   w.u8(static_cast<std::uint8_t>((m.tag_output ? 1 : 0) | (m.timestamp_output ? 2 : 0) |
-                                 (m.verbose ? 4 : 0) | (m.report_bindings ? 8 : 0)));
+                                 (m.verbose ? 4 : 0) | (m.report_bindings ? 8 : 0) |
+                                 (m.nccl_env ? 16 : 0)));
   w.bytes(m.output_dir).u32(m.kill_grace_ms).u32(m.heartbeat_ms).u32(m.link_timeout_ms);
   w.bytes(m.bind_to).bytes(m.map_by);
   w.bytes(m.working_dir);  // since protocol version 2
@@ -128,11 +129,12 @@ PlanMsg decode_plan(std::string_view payload) {
     m.exports.emplace_back(std::move(k), std::move(v));
   }
   const std::uint8_t flags = r.u8();
-  if (flags & ~15u) throw ProtocolError("unknown plan flags");
+  if (flags & ~31u) throw ProtocolError("unknown plan flags");
   m.tag_output = flags & 1;
   m.timestamp_output = flags & 2;
   m.verbose = flags & 4;
   m.report_bindings = flags & 8;
+  m.nccl_env = flags & 16;
   m.output_dir = r.bytes(4096);
   m.kill_grace_ms = r.u32();
   m.heartbeat_ms = r.u32();

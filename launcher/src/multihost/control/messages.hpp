@@ -44,6 +44,7 @@ struct PlanMsg {
   std::string bind_to;  // "" = the default
   std::string map_by;   // "" = slot
   bool report_bindings = false;
+  bool nccl_env = false;  // --nccl-env: NCCL / Gloo variables from the daemon's own machine
 };
 
 struct Fence {

@@ -255,6 +255,10 @@ TEST(Config, OtherKnobRefusals) {
   EXPECT_EQ(refusal_of({{"SPARK_LOG", "info:"}}),
             "SPARK_LOG=\"info:\" is refused: bad subsystem list; valid: LEVEL[:SUBSYSTEM,...] "
             "with LEVEL one of error|warn|info|trace, default warn");
+  EXPECT_EQ(refusal_of({{"SPARK_LOG", "info:wirup"}}),
+            "SPARK_LOG=\"info:wirup\" is refused: unknown subsystem \"wirup\" (subsystems: "
+            "bootstrap|wireup|tcp|shm|roce|launch); valid: LEVEL[:SUBSYSTEM,...] with LEVEL one "
+            "of error|warn|info|trace, default warn");
   EXPECT_EQ(refusal_of({{"MASTER_PORT", "0"}}),
             "MASTER_PORT=\"0\" is refused: out of range; valid: an integer in 1..65535");
 }

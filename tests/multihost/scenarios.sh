@@ -210,6 +210,20 @@ host_names)
   grep -q "^sparkrun: cannot start" "$out/e" && fail "a start failure without its host"
   wait_for 5 ns_empty || fail "processes left in a namespace"
   ;;
+spark_log)
+  # SPARK_LOG=info (launch): the launcher's per-host steps and each daemon's, in the logger's
+  # HOST:PID [WHO] prefix (docs/launcher.md); the ranks' lines carry their host too.
+  run -n 3 --host "$MH_HOSTS" -x SPARK_LOG=info:launch "$rank" hello >"$out/o" 2>"$out/e" || fail "rc $?"
+  for h in "$MH_NS1" "$MH_NS2" "$MH_NS3"; do
+    expect "^[^ :]*:[0-9]* \[sparkrun\] launch: host $h: node daemon starting (pid [0-9]*): " "$out/e"
+    expect "^[^ :]*:[0-9]* \[sparkrun\] launch: host $h: node daemon connected and authenticated$" "$out/e"
+    expect "^$h:[0-9]* \[daemon\] launch: ranks started$" "$out/e"
+    expect "^$h:[0-9]* \[daemon\] launch: every rank ended$" "$out/e"
+    expect "^[^ :]*:[0-9]* \[sparkrun\] launch: host $h: every rank ended (exit 0)$" "$out/e"
+  done
+  run -n 3 --host "$MH_HOSTS" "$rank" hello >"$out/o" 2>"$out/e" || fail "rc $?"
+  grep -q "launch: " "$out/e" && fail "launch lines at the default level"
+  ;;
 ompi)
   # An Open MPI program across the hosts (direct launch, cross-node modex through us).
   command -v mpicc.openmpi >/dev/null || { echo "SKIP: no mpicc.openmpi"; exit 77; }

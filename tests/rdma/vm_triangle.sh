@@ -44,12 +44,12 @@ default_roce() {
   d0=$(( $(pkts 0) - p0 )) d1=$(( $(pkts 1) - p1 ))
   echo "RoCE packets sent: rxe0 $d0, rxe1 $d1"
   case $node in
-    1) expect "spark: wireup: rank 0 -> rank 1: roce [vm1 -> vm2: roce rxe0(10.60.0.1)->rxe0(10.60.0.2)]" /tmp/ar.out &&
-       expect "spark: wireup: rank 0 -> rank 2: roce [vm1 -> vm3: roce rxe1(10.60.1.1)->rxe0(10.60.1.3)]" /tmp/ar.out || return 1 ;;
-    2) expect "spark: wireup: rank 1 -> rank 0: roce [vm2 -> vm1: roce rxe0(10.60.0.2)->rxe0(10.60.0.1)]" /tmp/ar.out &&
-       expect "spark: wireup: rank 1 -> rank 2: roce [vm2 -> vm3: roce rxe1(10.60.2.2)->rxe1(10.60.2.3)]" /tmp/ar.out || return 1 ;;
-    3) expect "spark: wireup: rank 2 -> rank 0: roce [vm3 -> vm1: roce rxe0(10.60.1.3)->rxe1(10.60.1.1)]" /tmp/ar.out &&
-       expect "spark: wireup: rank 2 -> rank 1: roce [vm3 -> vm2: roce rxe1(10.60.2.3)->rxe1(10.60.2.2)]" /tmp/ar.out || return 1 ;;
+    1) expect " wireup: rank 0 -> rank 1: roce [vm1 -> vm2: roce rxe0(10.60.0.1)->rxe0(10.60.0.2)]" /tmp/ar.out &&
+       expect " wireup: rank 0 -> rank 2: roce [vm1 -> vm3: roce rxe1(10.60.1.1)->rxe0(10.60.1.3)]" /tmp/ar.out || return 1 ;;
+    2) expect " wireup: rank 1 -> rank 0: roce [vm2 -> vm1: roce rxe0(10.60.0.2)->rxe0(10.60.0.1)]" /tmp/ar.out &&
+       expect " wireup: rank 1 -> rank 2: roce [vm2 -> vm3: roce rxe1(10.60.2.2)->rxe1(10.60.2.3)]" /tmp/ar.out || return 1 ;;
+    3) expect " wireup: rank 2 -> rank 0: roce [vm3 -> vm1: roce rxe0(10.60.1.3)->rxe1(10.60.1.1)]" /tmp/ar.out &&
+       expect " wireup: rank 2 -> rank 1: roce [vm3 -> vm2: roce rxe1(10.60.2.3)->rxe1(10.60.2.2)]" /tmp/ar.out || return 1 ;;
   esac
   if grep -q "tcp" /tmp/ar.out; then echo "a pair fell back to tcp"; return 1; fi
   [ $d0 -gt 300 ] && [ $d1 -gt 300 ]
@@ -69,7 +69,7 @@ map_wins() {
   d0=$(( $(pkts 0) - p0 )) d1=$(( $(pkts 1) - p1 ))
   echo "RoCE packets sent: rxe0 $d0, rxe1 $d1"
   if [ $node -eq 1 ]; then
-    expect "spark: wireup: rank 0 -> rank 1: roce [vm1 -> vm3: roce rxe1(10.60.1.1)->rxe0(10.60.1.3) (map wins: SPARK_LANES=rxe0 of vm1 does not reach vm3; the fabric map's lanes used)]" /tmp/mw.out || return 1
+    expect " wireup: rank 0 -> rank 1: roce [vm1 -> vm3: roce rxe1(10.60.1.1)->rxe0(10.60.1.3) (map wins: SPARK_LANES=rxe0 of vm1 does not reach vm3; the fabric map's lanes used)]" /tmp/mw.out || return 1
     [ $d1 -gt 200 ] && [ $d0 -lt 50 ]
   else
     [ $d0 -gt 200 ]

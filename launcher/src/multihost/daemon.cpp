@@ -18,6 +18,7 @@
 #include "binding.hpp"
 #include "control/client.hpp"
 #include "control/messages.hpp"
+#include "env_check.hpp"
 #include "exit_rules.hpp"
 #include "node_runner.hpp"
 #include "remote_address.hpp"
@@ -291,6 +292,7 @@ int daemon_main(int argc, char** argv) {
   spec.base_env = current_environment();
   spec.exports = plan.exports;
   spec.working_dir = plan.working_dir;
+  start_launch_log(spec.base_env, spec.exports, node.host, "daemon");  // SPARK_LOG (launch)
   spec.format = {plan.tag_output, plan.timestamp_output};
   spec.output_dir = plan.output_dir;
   spec.kill_grace_s = plan.kill_grace_ms / 1000.0;

@@ -18,6 +18,7 @@
 #include "control/messages.hpp"
 #include "control/server.hpp"
 #include "exit_rules.hpp"
+#include "log/log.hpp"
 #include "rank_env.hpp"
 #include "remote_address.hpp"
 #include "remote_agent.hpp"
@@ -96,8 +97,11 @@ class Coordinator {
   int run();
 
  private:
+  // A step of the launch on some host: -v prints it with its time, SPARK_LOG=info (launch)
+  // logs it.
   void trace(const std::string& what) {
     if (spec_.verbose) say_elapsed(t0_, what);
+    log::write(log::Level::info, "launch", what);
   }
   void start_agent(std::uint32_t i, const std::string& secret_hex);
   void read_stream(std::uint32_t i, Stream& s);
@@ -232,6 +236,8 @@ void Coordinator::start_agent(std::uint32_t i, const std::string& secret_hex) {
   ::close(err[1]);
   n.agent = child.pid;
   n.agent_ended = false;
+  trace("host " + n.host + ": node daemon starting (pid " + std::to_string(child.pid) +
+        "): " + join(n.command));
   // The secret: one line on the agent's stdin (ssh forwards it to the daemon's stdin).
   // A pipe holds far more than 65 bytes, so this never blocks.
   const std::string line = secret_hex + "\n";

@@ -29,6 +29,7 @@
 
 #include "exit_rules.hpp"
 #include "job_dir.hpp"
+#include "log/log.hpp"
 #include "net/socket.hpp"
 #include "ompi_direct_launch.hpp"
 #include "orphan_guard.hpp"
@@ -98,8 +99,10 @@ class Runner {
   int run();
 
  private:
+  // A step of this node's launch: -v prints it with its time, SPARK_LOG=info (launch) logs it.
   void trace(const std::string& what) {
     if (spec_.verbose) say_elapsed(t0_, what);
+    log::write(log::Level::info, "launch", what);
   }
   void setup_loop();
   void add_fd(int fd, uint64_t t);

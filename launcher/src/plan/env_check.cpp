@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "config/config.hpp"
+#include "log/log.hpp"
 #include "spark/error.hpp"
 
 namespace spark::launch {
@@ -53,6 +54,21 @@ std::string check_rank_env(const std::vector<std::string>& environment,
     return e.what();
   }
   return {};
+}
+
+void start_launch_log(const std::vector<std::string>& environment,
+                      const std::vector<EnvVar>& exports, const std::string& host,
+                      const std::string& who) {
+  const auto values = spark_values(environment, exports);
+  if (const auto it = values.find("SPARK_LOG"); it != values.end()) {
+    try {
+      log::configure(config::Config::from_map({{it->first, it->second}}));
+    } catch (const ConfigError&) {
+      // Refused before launch (check_rank_env); a daemon keeps the default.
+    }
+  }
+  if (!host.empty()) log::set_host(host);
+  log::set_rank(who);
 }
 
 }  // namespace spark::launch

@@ -25,4 +25,12 @@ std::string check_rank_env(const std::vector<std::string>& environment,
 std::vector<std::string> unknown_setting_warnings(const std::vector<std::string>& environment,
                                                   const std::vector<EnvVar>& exports);
 
+/// SPARK_LOG for sparkrun's own process (its per-host steps, subsystem "launch"), taken from
+/// where the ranks take theirs (-x wins over the environment; check_rank_env refused a bad
+/// value already). Lines say `who` ("sparkrun", a node daemon "daemon") as their [rank] and
+/// `host` (empty: gethostname()) as their host (log/log.hpp).
+void start_launch_log(const std::vector<std::string>& environment,
+                      const std::vector<EnvVar>& exports, const std::string& host,
+                      const std::string& who);
+
 }  // namespace spark::launch

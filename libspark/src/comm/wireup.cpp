@@ -5,12 +5,15 @@
 // publish its endpoint, fence, connect each from its peers' bytes, then a CPU-side barrier so that
 // every rank is connected before init() returns. No concrete transport is named here.
 
+#include <fmt/format.h>
+
 #include <algorithm>
-#include <cstdio>
+#include <chrono>
 #include <map>
 
 #include "comm/communicator_impl.hpp"
 #include "comm/settings_digest.hpp"
+#include "log/log.hpp"
 #include "spark/error.hpp"
 #include "transport/registry.hpp"
 #include "transport/tcp/tcp_hello.hpp"
@@ -60,6 +63,26 @@ void check_settings(bootstrap::Bootstrap& boot, const CommOptions& options,
   throw ConfigError(*differ);
 }
 
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// A bootstrap fence, timed for SPARK_LOG=trace (bootstrap).
+void fence(bootstrap::Bootstrap& boot, std::chrono::milliseconds join, std::string_view what) {
+  const auto t0 = Clock::now();
+  boot.fence(join);
+  if (log::enabled(log::Level::trace, "bootstrap"))
+    log::line("bootstrap", fmt::format("fence ({}) done in {:.1f} ms", what, ms_since(t0)));
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
 }  // namespace
 
 void CommunicatorImpl::wire_up() {
@@ -72,8 +95,12 @@ void CommunicatorImpl::wire_up() {
   p2p_send_seq_.assign(static_cast<std::size_t>(size_), 0);
   p2p_recv_seq_.assign(static_cast<std::size_t>(size_), 0);
   nodes_.assign(1, node_id_);
-  if (size_ == 1) return;
+  if (size_ == 1) {
+    log::write(log::Level::info, "wireup", "one rank: nothing to connect");
+    return;
+  }
 
+  const auto t0 = Clock::now();
   const std::chrono::milliseconds join(options_.join_timeout_ms);
   boot_->put("spark.node", bootstrap::as_bytes(node_id_));
   boot_->put(settings_digest::kKey, settings_digest::encode(rank_, settings_digest::of(options_)));
@@ -85,7 +112,7 @@ void CommunicatorImpl::wire_up() {
         "spark.token",
         bootstrap::as_bytes(transport::tcp_hello::to_hex(transport::tcp_hello::random_token())));
   boot_->commit();
-  boot_->fence(join);
+  fence(*boot_, join, "node ids, job token and settings");
   check_settings(*boot_, options_, join);
   transport::Setup base{
       .rank = rank_,
@@ -114,9 +141,11 @@ void CommunicatorImpl::wire_up() {
   std::map<const transport::TransportKind*, std::vector<int>> peers_of;
   std::vector<std::string> notes, report;
   const auto chosen = transport::choose_transports(base, rank_ == 0 ? &notes : nullptr, &report);
-  for (const auto& n : notes) std::fprintf(stderr, "spark: note: %s\n", n.c_str());
-  if (options_.log_wireup)  // sparkrun -v and --report-bindings set SPARK_LOG=info:wireup
-    for (const auto& l : report) std::fprintf(stderr, "spark: wireup: %s\n", l.c_str());
+  for (const auto& n : notes) log::write(log::Level::warn, "wireup", "note: " + n);
+  // One line per peer: its transport and why (sparkrun -v and --report-bindings set
+  // SPARK_LOG=info:wireup).
+  if (log::enabled(log::Level::info, "wireup"))
+    for (const auto& l : report) log::line("wireup", l);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     const auto& node = base.nodes[static_cast<std::size_t>(r)];
@@ -136,11 +165,14 @@ void CommunicatorImpl::wire_up() {
     setups.push_back(base);
     setups.back().peers = it->second;
     transports_.push_back(kind.make(setups.back()));
-    boot_->put("spark." + std::string(kind.name),
-               bootstrap::as_bytes(transports_.back()->endpoint()));
+    const std::string endpoint = transports_.back()->endpoint();
+    boot_->put("spark." + std::string(kind.name), bootstrap::as_bytes(endpoint));
+    if (log::enabled(log::Level::trace, kind.name))
+      log::line(kind.name, fmt::format("set up for ranks {}: endpoint of {} bytes published",
+                                       rank_list(it->second), endpoint.size()));
   }
   boot_->commit();
-  boot_->fence(join);
+  fence(*boot_, join, "endpoints");
 
   piece_ = SIZE_MAX;
   for (std::size_t i = 0; i < transports_.size(); ++i) {
@@ -151,7 +183,11 @@ void CommunicatorImpl::wire_up() {
           bootstrap::to_string(boot_->get(r, "spark." + std::string(t.name())));
       by_peer_[static_cast<std::size_t>(r)] = &t;
     }
+    const auto tc = Clock::now();
     t.connect(setups[i], endpoints);
+    if (log::enabled(log::Level::info, t.name()))
+      log::line(t.name(), fmt::format("connected to ranks {} in {:.1f} ms (slots of {} bytes)",
+                                      rank_list(setups[i].peers), ms_since(tc), t.slot_bytes()));
     if (auto ring = t.direct_ring(); !ring.empty()) ring_ = std::move(ring);
     piece_ = std::min(piece_, t.slot_bytes());
   }
@@ -159,6 +195,9 @@ void CommunicatorImpl::wire_up() {
   // Every rank connected (and every shm segment mapped) before init returns.
   barrier();
   for (auto& t : transports_) t->connected();
+  if (log::enabled(log::Level::info, "wireup"))
+    log::line("wireup", fmt::format("{} peers connected over {} transport(s) in {:.1f} ms",
+                                    size_ - 1, transports_.size(), ms_since(t0)));
 }
 
 }  // namespace spark

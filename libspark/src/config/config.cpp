@@ -46,6 +46,9 @@ void validate_ipv4(const Knob& knob, const std::string& value) {
 }
 
 constexpr std::string_view kLogLevels = "error|warn|info|trace";
+// The subsystems that log (log/log.hpp's callers); a name outside the list is a typo that
+// would silence the lines asked for, so it is refused.
+constexpr std::string_view kLogSubsystems = "bootstrap|wireup|tcp|shm|roce|launch";
 
 LogLevel parse_log_level(std::string_view level) {
   if (level == "error") return LogLevel::error;
@@ -82,6 +85,14 @@ std::pair<LogLevel, std::vector<std::string>> parse_log(const Knob& knob,
         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
       });
       if (!ok) throw fail("bad subsystem list");
+      bool known = false;
+      for (std::string_view k = kLogSubsystems; !known && !k.empty();) {
+        const auto bar = k.find('|');
+        known = k.substr(0, bar) == word;
+        k = bar == std::string_view::npos ? std::string_view() : k.substr(bar + 1);
+      }
+      if (!known)
+        throw fail(fmt::format("unknown subsystem \"{}\" (subsystems: {})", word, kLogSubsystems));
       subsystems.emplace_back(word);
       if (comma == std::string_view::npos) break;
       rest = rest.substr(comma + 1);
@@ -314,15 +325,6 @@ CommOptions CommOptions::from_config(const config::Config& config) {
                                                ? std::to_string(config::parse_integer(knob, *value))
                                                : *value);
   }
-  // SPARK_LOG=info or trace, for every subsystem or the one named.
-  const auto& subsystems = config.log_subsystems();
-  const auto logs = [&](std::string_view subsystem) {
-    return config.log_level() >= config::LogLevel::info &&
-           (subsystems.empty() ||
-            std::find(subsystems.begin(), subsystems.end(), subsystem) != subsystems.end());
-  };
-  o.log_tcp = logs("tcp");
-  o.log_wireup = logs("wireup");
   return o;
 }
 

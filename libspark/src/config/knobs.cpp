@@ -141,8 +141,10 @@ constexpr Knob kKnobs[] = {
      KnobType::integer, KnobOrigin::launcher, 0, 1'000'000, {}},
     // --- diagnostics ---------------------------------------------------------------------------
     {"SPARK_LOG", "LEVEL[:SUBSYS,...]", "warn",
-     "Log level (error|warn|info|trace), optionally limited to subsystems, e.g. "
-     "info:bootstrap,tcp. Lines are prefixed host:pid [rank] subsystem.",
+     "Log level (error|warn|info|trace), optionally limited to subsystems (bootstrap, wireup, "
+     "tcp, shm, roce, launch), e.g. info:bootstrap,wireup. info: what each start-up step chose "
+     "and how long it took; trace: also each fence and endpoint. Lines are prefixed host:pid "
+     "[rank] subsystem: (the launcher's [sparkrun], its node daemons' [daemon]).",
      KnobType::string, KnobOrigin::user, 0, 0, {}},
     {"SPARK_TRACE", "path", "",
      "Write a Chrome/Perfetto trace of every op and step wait. Under sparkrun the per-rank files "

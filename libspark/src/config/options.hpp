@@ -36,8 +36,6 @@ struct CommOptions {
   std::size_t tcp_slot_bytes = 256 * 1024;
   std::size_t slots = 8;
   std::optional<std::string> trace_path;  ///< SPARK_TRACE
-  bool log_wireup = false;  ///< SPARK_LOG=info or trace for wireup: per-peer transport and lanes
-  bool log_tcp = false;     ///< SPARK_LOG=info or trace for tcp: dropped connections are printed
   /// The knob rows of scope job (config.hpp, KnobScope) as NAME, value ("" = unset), in table
   /// order: what the wire-up compares across ranks (comm/settings_digest.hpp).
   std::vector<std::pair<std::string, std::string>> job_settings;

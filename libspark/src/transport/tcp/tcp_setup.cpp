@@ -6,6 +6,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "fabric/probe_protocol.hpp"
+#include "log/log.hpp"
 #include "spark/error.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
@@ -82,7 +83,7 @@ std::unique_ptr<Transport> make_tcp(const Setup& s) {
   o.data_net = c.data_net;
   o.timeout_ms = c.timeout_ms;
   o.token = s.token;
-  o.log_dropped = c.log_tcp;
+  o.log_dropped = log::enabled(log::Level::info, "tcp");
   auto t = std::make_unique<TcpTransport>(s.rank, s.size, s.peers, o);
   if (uses_fabric(s, o))
     s.boot->put("spark.fabric.lanes", bootstrap::as_bytes(fabric::encode_lanes(t->data_lanes())));

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "fabric/local_lanes.hpp"
+#include "log/log.hpp"
 #include "net/socket.hpp"
 #include "spark/error.hpp"
 
@@ -359,9 +360,7 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
   std::vector<Pending> pending;
   auto drop = [&](int fd, const std::string& from, const std::string& why) {
     ::close(fd);
-    if (opt_.log_dropped)
-      std::fprintf(stderr, "spark: rank %d: tcp: dropped a connection from %s: %s\n", rank_,
-                   from.c_str(), why.c_str());
+    if (opt_.log_dropped) log::line("tcp", "dropped a connection from " + from + ": " + why);
   };
   auto close_pending = [&] {
     for (auto& p : pending) ::close(p.fd);

@@ -1,6 +1,7 @@
 // make_roce for the registry (transport/registry.hpp), built into libspark with the verbs
 // transport (no_verbs.cpp otherwise): across nodes the links follow the job's per-peer lane
 // choice (roce_choice.hpp) and a node's first rank may relay (roce_setup.hpp).
+#include "log/log.hpp"
 #include "transport/registry.hpp"
 #include "transport/verbs/roce_choice.hpp"
 #include "transport/verbs/roce_setup.hpp"
@@ -18,7 +19,7 @@ std::unique_ptr<Transport> make_roce(const Setup& s) {
   auto o = roce_options(verbs_options(*s.options), job ? &*job : nullptr, s.rank, s.peers);
   auto t = std::make_unique<VerbsTransport>(s.rank, s.size, s.peers, o);
   if (job) t->adopt_relay(start_relay(*s.boot, *job, s.rank, std::move(o)));
-  if (t->relay() != nullptr) t->relay()->set_report(s.options->log_wireup);
+  if (t->relay() != nullptr) t->relay()->set_report(log::enabled(log::Level::info, "wireup"));
   return t;
 }
 

@@ -1,4 +1,5 @@
 #include "transport/verbs/verbs_relay.hpp"
+#include "log/log.hpp"
 #include "record_fields.hpp"
 
 #include <algorithm>
@@ -41,14 +42,12 @@ VerbsRelay::VerbsRelay(int rank, std::string host, std::vector<RelayPair> pairs,
 VerbsRelay::~VerbsRelay() {
   stopping_.store(true, std::memory_order_relaxed);
   if (thread_.joinable()) thread_.join();
-  if (report_) {
-    std::string out;
+  if (report_)
     for (std::size_t i = 0; i < pairs_.size(); ++i)
-      out += "spark: wireup: relay on " + host_ + " (rank " + std::to_string(rank_) +
-             ") forwarded " + std::to_string(per_pair_[i]) + " messages for rank " +
-             std::to_string(pairs_[i].x) + " <-> rank " + std::to_string(pairs_[i].y) + "\n";
-    std::fputs(out.c_str(), stderr);
-  }
+      log::line("wireup", "relay on " + host_ + " (rank " + std::to_string(rank_) + ") forwarded " +
+                              std::to_string(per_pair_[i]) + " messages for rank " +
+                              std::to_string(pairs_[i].x) + " <-> rank " +
+                              std::to_string(pairs_[i].y));
 }
 
 std::string VerbsRelay::endpoint(std::size_t i) const {

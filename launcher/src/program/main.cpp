@@ -294,7 +294,7 @@ int sparkrun_main(int argc, char** argv) {
                      refused.c_str());
         return kExitUsage;
       }
-      start_launch_log(env, exports, "", "sparkrun");  // SPARK_LOG for the launcher's steps
+      start_launch_log(env, forwarded.vars, "", "sparkrun");  // SPARK_LOG for the launcher's steps
     }
     if (!r.options.fabric_file.empty()) {
       if (int rc = check_pinned_fabric(args, r.options.command.size(), r.options.fabric_file))

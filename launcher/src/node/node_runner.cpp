@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -494,6 +495,9 @@ void raise_fd_limit(size_t ranks) {
 // SIGSEGV about 1 run in 3 instead of reporting the job's code. The job's outcome is
 // already recorded by then, so the fault handler ends sparkrun with that code. Not a cure
 // for the library's fault: a fault before any failure is recorded still crashes normally.
+std::array<char, 256> g_fault_line{};
+std::size_t g_fault_line_size = 0;
+
 void on_fault(int signo) {
   const int code = g_failed_job_code.load();
   if (code < 0) {
@@ -501,14 +505,18 @@ void on_fault(int signo) {
     ::raise(signo);
     return;
   }
-  static const char line[] =
-      "sparkrun: PMIx faulted during the group abort; exiting with the job's code\n";
-  ssize_t n = ::write(STDERR_FILENO, line, sizeof line - 1);
+  ssize_t n = ::write(STDERR_FILENO, g_fault_line.data(), g_fault_line_size);
   (void)n;
   ::_exit(code);
 }
 
 void install_fault_guard() {
+  // Made here, not in the handler (no allocation there): a daemon's line names its host.
+  const std::string line =
+      "sparkrun: " + host_line("PMIx faulted during the group abort; exiting with the job's code") +
+      "\n";
+  g_fault_line_size = std::min(line.size(), g_fault_line.size());
+  std::memcpy(g_fault_line.data(), line.data(), g_fault_line_size);
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_fault;

@@ -8,6 +8,7 @@
 #include "nccl_env.hpp"
 #include "spark/topo/error.hpp"
 #include "spark/topo/plan.hpp"
+#include "stderr_output.hpp"
 #include "usage_error.hpp"
 
 namespace spark::launch {
@@ -83,7 +84,7 @@ void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* er
     // (~3 vs ~24 GB/s busbw), whether or not libspark's ranks use it.
     if (options.hca) {
       if (auto note = one_half_note(machine, options.hca_source, *options.hca))
-        std::fprintf(err, "sparkrun: note: %s\n", note->c_str());
+        std::fprintf(err, "sparkrun: %s\n", host_line("note: " + *note).c_str());
     }
     if (options.hca) {
       const std::string why = why_no_rdma_lanes(env("SPARK_TRANSPORT").value_or("auto"),
@@ -185,7 +186,7 @@ void plan_node_binding(const BindingOptions& b, NodeRunSpec& spec, std::FILE* er
         for (const auto& n : e.notes) {
           if (std::find(said.begin(), said.end(), n) != said.end()) continue;
           said.push_back(n);
-          std::fprintf(err, "sparkrun: note: %s\n", n.c_str());
+          std::fprintf(err, "sparkrun: %s\n", host_line("note: " + n).c_str());
         }
         spec.nccl_env[l] = std::move(e.vars);
       }

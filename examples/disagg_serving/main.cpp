@@ -68,19 +68,22 @@ struct Options {
   int stop_rank = -1;  // fault injection: this decode rank stops in its first KV receive
 };
 
+// The tensor-parallel sum inside one group (the model's allreduce hook).
+ex::AllreduceFn sum_within(spark::Communicator& group) {
+  return [&group](float* d, std::size_t n) {
+    group.allreduce(d, d, n, spark::DType::f32, spark::ReduceOp::sum);
+  };
+}
+
 void prefill(spark::Communicator& world, spark::Communicator& group, ex::ShardedModel& model,
              const Layout& lay, const std::vector<ex::Request>& requests, const Options& o,
              const Wall::time_point t0, Costs& costs) {
   const auto& mc = model.config();
-  ex::AllreduceFn allreduce = [&](float* d, std::size_t n) {
-    group.allreduce(d, d, n, spark::DType::f32, spark::ReduceOp::sum);
-  };
+  const ex::AllreduceFn allreduce = sum_within(group);
   std::vector<float> logits, kv;
   for (std::size_t b0 = 0; b0 < requests.size(); b0 += o.batch) {
     const std::size_t nb = std::min(o.batch, requests.size() - b0);
-    std::size_t max_len = 0;
-    for (std::size_t i = 0; i < nb; ++i)
-      max_len = std::max(max_len, requests[b0 + i].prompt.size());
+    const std::size_t max_len = ex::longest_prompt(requests, b0, nb);
     model.reset_cache(nb, max_len);
     const auto rows = ex::prefill_rows(requests, b0, nb);
     model.forward(rows.tokens, rows.positions, rows.slots, rows.want_logits, logits, allreduce);
@@ -108,15 +111,11 @@ void decode(spark::Communicator& world, spark::Communicator& group, ex::ShardedM
             const Layout& lay, const std::vector<ex::Request>& requests, const Options& o,
             const Wall::time_point t0, Costs& costs, std::ostream* out) {
   const auto& mc = model.config();
-  ex::AllreduceFn allreduce = [&](float* d, std::size_t n) {
-    group.allreduce(d, d, n, spark::DType::f32, spark::ReduceOp::sum);
-  };
+  const ex::AllreduceFn allreduce = sum_within(group);
   std::vector<float> logits, kv;
   for (std::size_t b0 = 0; b0 < requests.size(); b0 += o.batch) {
     const std::size_t nb = std::min(o.batch, requests.size() - b0);
-    std::size_t max_len = 0;
-    for (std::size_t i = 0; i < nb; ++i)
-      max_len = std::max(max_len, requests[b0 + i].prompt.size());
+    const std::size_t max_len = ex::longest_prompt(requests, b0, nb);
     model.reset_cache(nb, max_len + o.new_tokens);
     std::vector<std::vector<int>> gen(nb);
     std::vector<int> last(nb);

@@ -4,6 +4,14 @@
 
 namespace spark::example {
 
+std::size_t longest_prompt(const std::vector<Request>& requests, std::size_t first,
+                           std::size_t count) {
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    longest = std::max(longest, requests[first + i].prompt.size());
+  return longest;
+}
+
 Rows prefill_rows(const std::vector<Request>& requests, std::size_t first, std::size_t count) {
   Rows r;
   for (std::size_t i = 0; i < count; ++i) {

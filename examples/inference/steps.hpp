@@ -19,6 +19,9 @@ struct Rows {
 
 /// Requests [first, first+count): request first+i in slot i.
 Rows prefill_rows(const std::vector<Request>& requests, std::size_t first, std::size_t count);
+/// The longest prompt of requests [first, first+count): the KV cache's length for a batch.
+std::size_t longest_prompt(const std::vector<Request>& requests, std::size_t first,
+                           std::size_t count);
 /// One decode step after `step` generated tokens: request first+i feeds last[i] at position
 /// prompt length + step - 1.
 Rows decode_rows(const std::vector<Request>& requests, std::size_t first,

@@ -184,9 +184,7 @@ int main(int argc, char** argv) {
     std::vector<float> logits;
     for (std::size_t b0 = 0; b0 < requests.size(); b0 += batch) {
       const std::size_t nb = std::min(batch, requests.size() - b0);
-      std::size_t max_len = 0;
-      for (std::size_t i = 0; i < nb; ++i)
-        max_len = std::max(max_len, requests[b0 + i].prompt.size());
+      const std::size_t max_len = spark::example::longest_prompt(requests, b0, nb);
       model.reset_cache(nb, max_len + new_tokens);
       // Prefill: every prompt token of the batch in one step; logits of each last token.
       auto rows = spark::example::prefill_rows(requests, b0, nb);

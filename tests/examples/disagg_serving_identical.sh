@@ -10,9 +10,8 @@ sparkrun=$1 prog=$2 ref=$3
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-"$ref" --make-model "$d/m.safetensors" --layers 2 --dim 48 --heads 6 --ffn 96 --vocab 64 --blocks 6 ||
-  fail "--make-model failed"
-"$ref" --make-requests "$d/req.jsonl" --count 10 --prompt-len 8 --vocab 64 || fail "--make-requests failed"
+. "$(dirname "$0")/tiny_model.sh"
+tiny_model "$ref" "$d" 10
 run="--model $d/m.safetensors --input $d/req.jsonl --batch 4 --new-tokens 5"
 timeout 60 "$sparkrun" -n 1 "$ref" $run --output "$d/ref.jsonl" 2>"$d/err" || { cat "$d/err"; fail "reference run exited $?"; }
 for split in 1+1 1+2 2+1; do

@@ -7,9 +7,8 @@ sparkrun=$1 prog=$2 ref=$3
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-"$ref" --make-model "$d/m.safetensors" --layers 2 --dim 48 --heads 6 --ffn 96 --vocab 64 --blocks 6 ||
-  fail "--make-model failed"
-"$ref" --make-requests "$d/req.jsonl" --count 40 --prompt-len 8 --vocab 64 || fail "--make-requests failed"
+. "$(dirname "$0")/tiny_model.sh"
+tiny_model "$ref" "$d" 40
 marker="$d/m.safetensors"  # on every rank's command line
 for split in "1 1 1" "1 2 2"; do
   set -- $split

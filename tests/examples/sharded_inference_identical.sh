@@ -7,9 +7,8 @@ sparkrun=$1 prog=$2
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-"$prog" --make-model "$d/m.safetensors" --layers 2 --dim 48 --heads 6 --ffn 96 --vocab 64 --blocks 6 ||
-  fail "--make-model failed"
-"$prog" --make-requests "$d/req.jsonl" --count 10 --prompt-len 8 --vocab 64 || fail "--make-requests failed"
+. "$(dirname "$0")/tiny_model.sh"
+tiny_model "$prog" "$d" 10
 for n in 1 2 3; do
   timeout 60 "$sparkrun" -n $n "$prog" --model "$d/m.safetensors" --input "$d/req.jsonl" \
     --output "$d/out$n.jsonl" --batch 4 --new-tokens 5 2>"$d/err$n" || { cat "$d/err$n"; fail "-n $n exited $?"; }

@@ -15,6 +15,23 @@ PY = sys.executable
 case, sparkrun = sys.argv[1], sys.argv[2]
 
 
+
+def run_store_ranks(code, port, env_of_rank, hung):
+    """Two ranks running `code` RANK PORT (a TCPStore on PORT): their processes (ended) and
+    outputs; fail(hung) and kill both when one does not end within 60 s."""
+    procs = [subprocess.Popen([PY, "-c", code, str(r), str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env_of_rank(r))
+             for r in range(2)]
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=60)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            fail(hung)
+    return procs, outs
+
 def fail(why):
     print(f"FAIL: {why}", flush=True)
     sys.exit(1)
@@ -91,16 +108,7 @@ elif case == "store_init":
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMIX", "SPARK_RANK", "SPARK_SIZE"))}
-    procs = [subprocess.Popen([PY, "-c", code, str(r), str(port)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env=env) for r in range(2)]
-    outs = []
-    for p in procs:
-        try:
-            outs.append(p.communicate(timeout=60)[0])
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            fail("init over a TCPStore hung")
+    procs, outs = run_store_ranks(code, port, lambda r: env, "init over a TCPStore hung")
     print("\n".join(outs))
     if any(p.returncode for p in procs):
         fail("a rank failed")
@@ -131,18 +139,9 @@ elif case == "store_settings_differ":
                if not k.startswith(("PMIX", "SPARK_RANK", "SPARK_SIZE", "SPARK_TCP_LANES"))}
         env.update(SPARK_TRANSPORT="tcp", SPARK_ON_FAILURE=policy)
         start = time.monotonic()
-        procs = [subprocess.Popen([PY, "-c", code, str(r), str(port)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True,
-                                  env=dict(env, **({"SPARK_TCP_LANES": "4"} if r == 1 else {})))
-                 for r in range(2)]
-        outs = []
-        for p in procs:
-            try:
-                outs.append(p.communicate(timeout=60)[0])
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    q.kill()
-                fail(f"{policy}: init over a TCPStore with different settings hung")
+        procs, outs = run_store_ranks(
+            code, port, lambda r: dict(env, **({"SPARK_TCP_LANES": "4"} if r == 1 else {})),
+            f"{policy}: init over a TCPStore with different settings hung")
         took = time.monotonic() - start
         print(f"--- {policy}: exits {[p.returncode for p in procs]} after {took:.2f} s")
         print("\n".join(outs))

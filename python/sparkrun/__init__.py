@@ -5,6 +5,7 @@
     x = np.ones(1024, np.float32)
     comm.allreduce(x)                    # in place; comm.allreduce(x, out) out of place
     comm.check_health()                  # raises sparkrun.CommFailure(.record) after a failure
+    tp = comm.split(comm.rank // 2)      # sub-communicators: split(color, key=None), dup()
 
 The torch.distributed backend "spark" is registered by `import sparkrun.torch`, and by
 `import sparkrun` when torch is already imported. See docs/python.md.
@@ -17,6 +18,7 @@ from sparkrun._core import (
     MIN,
     PROD,
     SUM,
+    UNDEFINED,
     BootstrapError,
     CommFailure,
     Communicator,
@@ -31,7 +33,8 @@ from sparkrun._core import (
 
 __all__ = [
     "init", "Communicator", "FailureRecord", "ReduceOp", "SUM", "PROD", "MIN", "MAX", "AVG",
-    "Error", "InvalidUsage", "ConfigError", "BootstrapError", "CommFailure", "__version__",
+    "UNDEFINED", "Error", "InvalidUsage", "ConfigError", "BootstrapError", "CommFailure",
+    "__version__",
 ]
 
 # Importing torch costs about a second: register the backend only for jobs that use torch.

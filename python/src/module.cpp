@@ -83,15 +83,18 @@ class PythonStore final : public KeyValueStore {
 
 // The Python-side communicator. close() may run while another thread still waits in a
 // collective: every call holds its own reference, so the communicator is destroyed when the
-// last call returns.
+// last call returns. A sub-communicator (split, dup) borrows its parent's connections and must
+// be destroyed before it: its shared_ptr's deleter holds the parent, so the parent lives until
+// the last reference to the child is gone, whichever Python object is dropped or closed first.
 class PyComm {
  public:
-  explicit PyComm(Communicator comm) : comm_(std::make_shared<Communicator>(std::move(comm))) {
-    rank_ = comm_->rank();
-    size_ = comm_->size();
-    local_rank_ = comm_->local_rank();
-    local_size_ = comm_->local_size();
-  }
+  explicit PyComm(Communicator comm) : PyComm(std::make_shared<Communicator>(std::move(comm))) {}
+  PyComm(Communicator sub, std::shared_ptr<Communicator> parent)
+      : PyComm(std::shared_ptr<Communicator>(new Communicator(std::move(sub)),
+                                             [parent = std::move(parent)](Communicator* c) mutable {
+                                               delete c;        // the child first,
+                                               parent.reset();  // then (maybe) the parent
+                                             })) {}
 
   std::shared_ptr<Communicator> get() const {
     std::lock_guard lock(mu_);
@@ -116,8 +119,17 @@ class PyComm {
   }
 
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::string name_;
 
  private:
+  explicit PyComm(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {
+    rank_ = comm_->rank();
+    size_ = comm_->size();
+    local_rank_ = comm_->local_rank();
+    local_size_ = comm_->local_size();
+    name_ = comm_->name();
+  }
+
   mutable std::mutex mu_;
   std::shared_ptr<Communicator> comm_;
 };
@@ -233,7 +245,7 @@ PYBIND11_MODULE(_core, m) {
   // --- communicator ---
   py::class_<PyComm>(m, "Communicator",
                      "A group of ranks; every collective is called by every rank in the same "
-                     "order. Made by sparkrun.init().")
+                     "order. Made by sparkrun.init(), split() and dup().")
       .def_property_readonly("rank", [](const PyComm& c) { return c.rank_; })
       .def_property_readonly("size", [](const PyComm& c) { return c.size_; })
       .def_property_readonly("local_rank", [](const PyComm& c) { return c.local_rank_; })
@@ -387,21 +399,46 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("timeout_ms", [](const PyComm& c) { return c.get()->timeout_ms(); })
       .def(
           "split",
-          [](const PyComm&, int, int) {
-            // The place for sub-communicators: when spark::Communicator::split(color, key)
-            // exists (the sub-communicator issue), this returns PyComm(comm.split(color, key)).
-            throw InvalidUsage(
-                "Communicator.split: libspark has no sub-communicators yet; for torch use "
-                "torch.distributed.new_group(ranks, backend=\"spark\"), or "
-                "sparkrun.init(store=..., "
-                "rank=..., size=...) over a store of the subgroup");
+          [](const PyComm& c, int color, std::optional<int> key) -> std::unique_ptr<PyComm> {
+            auto parent = c.get();
+            std::optional<Communicator> sub;
+            {
+              py::gil_scoped_release nogil;
+              sub = parent->split(color, key.value_or(c.rank_));
+            }
+            if (!sub) return nullptr;
+            return std::make_unique<PyComm>(std::move(*sub), std::move(parent));
           },
-          py::arg("color"), py::arg("key"))
-      .def("close", &PyComm::close, "Closes the connections; every call afterwards raises.")
+          py::arg("color"), py::arg("key") = py::none(),
+          "MPI_Comm_split, collective over this communicator: ranks passing the same color >= 0 "
+          "form a new Communicator, ranked by key (default: the rank here, keeping this order), "
+          "then by rank here; a negative color (sparkrun.UNDEFINED) gets None. The new one "
+          "reuses these connections, has its own sequence numbers and timeout (this one's, then "
+          "settable) and keeps this one alive; a failure in either fails both.")
+      .def(
+          "dup",
+          [](const PyComm& c) {
+            auto parent = c.get();
+            std::optional<Communicator> sub;
+            {
+              py::gil_scoped_release nogil;
+              sub = parent->dup();
+            }
+            return std::make_unique<PyComm>(std::move(*sub), std::move(parent));
+          },
+          "The same ranks in the same order as a separate Communicator (collective); e.g. for a "
+          "library that must not mix its calls with the caller's.")
+      .def_property_readonly(
+          "name", [](const PyComm& c) { return c.name_; },
+          "\"world\", or e.g. \"comm 1 (color 0, size 2)\", \"comm 1.2 (dup, size 2)\" (as "
+          "failure records name it)")
+      .def("close", &PyComm::close,
+           "Closes this communicator: every call on it afterwards raises. The connections "
+           "close with the last communicator that uses them (its splits and dups keep them).")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyComm& c, py::args) { c.close(); })
       .def("__repr__", [](const PyComm& c) {
-        return "<sparkrun.Communicator rank " + std::to_string(c.rank_) + " of " +
+        return "<sparkrun.Communicator " + c.name_ + " rank " + std::to_string(c.rank_) + " of " +
                std::to_string(c.size_) + (c.closed() ? " (closed)>" : ">");
       });
 
@@ -427,6 +464,7 @@ PYBIND11_MODULE(_core, m) {
       "Finds the other ranks (PMIx, SPARK_RANK/... or torchrun's RANK/WORLD_SIZE/MASTER_ADDR/"
       "MASTER_PORT, singleton) or wires up over `store` (a torch.distributed.Store), connects "
       "and returns after a barrier.");
+  m.attr("UNDEFINED") = -1;  // MPI_UNDEFINED: split(UNDEFINED) returns None
   m.attr("__version__") = SPARK_PYTHON_VERSION;
 }
 

@@ -209,6 +209,32 @@ elif case in ("torch_fault_stop", "torch_fault_kill"):
     if left:
         subprocess.run(["kill", "-9", *left])
         fail(f"ranks left running: {left}")
+elif case == "split":
+    # Sub-communicators (split.py): semantics, then a stopped peer inside one ends the job with
+    # a record naming the communicator, within its 500 ms timeout + margin; nothing left.
+    rc, out, _ = job(3, "split.py", env={"SPARKNET_ROCE_TIMEOUT_MS": "20000"}, timeout=60)
+    ended = time.time()
+    for r in range(3):
+        if f"rank {r} ok" not in out:
+            fail(f"rank {r} did not pass the sub-communicator checks")
+    if rc == 0 or "FAIL:" in out:
+        fail(f"the job went on after the failure (exit {rc})")
+    m = re.search(r"rank 2: stop now at ([0-9.]+)", out)
+    if not m:
+        fail("rank 2 never stopped itself")
+    rec = (r"sparkrun: rank 0 aborted: rank 0: allreduce seq \d+ step \d+: no data from rank 2 "
+           r".*\(timeout 500 ms\) \[comm 5 \(color 0, size 2\)\]$")
+    if not re.search(rec, out, re.M):
+        fail("no record naming the stopped rank 2 and the sub-communicator 'comm 5 (color 0, size 2)'")
+    after = ended - float(m.group(1))
+    print(f"the job ended {after:.2f} s after rank 2 stopped")
+    if after > 0.5 + 6.0:  # timeout + margin (kill grace, a loaded 2-core machine)
+        fail(f"the job took {after:.1f} s to end (the sub's timeout is 0.5 s)")
+    time.sleep(0.5)
+    left = leftovers(os.path.join(HERE, "split.py"))
+    if left:
+        subprocess.run(["kill", "-9", *left])
+        fail(f"ranks left running: {left}")
 elif case == "engine":
     need_torch()
     rc, out, _ = job(2, "engine_adapter.py")

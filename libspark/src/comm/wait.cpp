@@ -129,8 +129,12 @@ void CommunicatorImpl::fail(FailureCause cause, int peer, const std::string& lan
   r.timeout_ms = timeout_ms;
   r.cause = cause;
   stamp_now(r);
-  // A sub-communicator's failure fails the whole rank: the record says where it happened.
-  set_texts(r, lane, op_.name, world_ == this ? detail : name_ + ": " + detail);
+  // A sub-communicator's failure fails the whole rank: the record says where it happened
+  // ("comm 1 (color 0, size 2)", then ": " and the detail when there is one).
+  const std::string where = world_ == this   ? detail
+                            : detail.empty() ? name_
+                                             : name_ + ": " + detail;
+  set_texts(r, lane, op_.name, where);
   throw CommFailure(world_->commit_failure(r));
 }
 

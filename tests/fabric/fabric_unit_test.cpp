@@ -1,10 +1,19 @@
 // Fabric map: subnet matching, lane publication, map building on the switchless shapes
 // (pair, triangle, 4-ring), relays, and the pinned-file comparison.
+#include <sys/socket.h>
+
+#include <chrono>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "fabric/fabric_file.hpp"
 #include "fabric/fabric_map.hpp"
 #include "fabric/local_lanes.hpp"
+#include "fabric/probe_protocol.hpp"
+#include "log/log.hpp"
+#include "net/hello.hpp"
+#include "net/socket.hpp"
 #include "spark/error.hpp"
 
 using namespace spark::fabric;
@@ -184,7 +193,8 @@ TEST(FabricLocal, LanesOfThisNodeAndAProbe) {
   }
   // A probe to a port nobody listens on fails quickly (loopback lane).
   Lane lo{"lo", 0, 0x7f000001u, 8};
-  EXPECT_FALSE(probe_connect(lo, 0x7f000001u, 1, std::chrono::milliseconds(2000)));
+  EXPECT_FALSE(probe_lane(lo, 0, 0, 1, 0x7f000001u, 1, std::chrono::milliseconds(2000),
+                          spark::net::hello::Token{}, 2));
 }
 
 TEST(FabricRing, RingOrderFollowsDirectLinksTheSameOnEveryNode) {
@@ -212,4 +222,72 @@ TEST(FabricRing, RankRingKeepsEachNodesRanksTogether) {
   std::vector<int> node_of{0, 0, 1, 1, 2, 2, 3, 3};
   EXPECT_EQ(rank_ring({0, 2, 1, 3}, node_of), (std::vector<int>{0, 1, 4, 5, 2, 3, 6, 7}));
   EXPECT_TRUE(rank_ring({}, node_of).empty());
+}
+
+// A data plane bound to its job (docs/reliability.md): a node's probe listener gets strangers
+// before the real probe (a silent connection, a valid-looking hello without the token, a probe
+// of another job); each is dropped with a debug line, the real probe is answered at once, a
+// wrong-token probe gets no lane, and a prober that reaches a listener that is not the job's
+// (an echo server) does not take it as a lane.
+namespace {
+int connect_loopback(int port) {
+  return spark::net::connect_within(0, 0x7f000001u, port, std::chrono::seconds(2)).release();
+}
+void send_hello(int fd, const spark::net::hello::Hello& h, const spark::net::hello::Token& t) {
+  const auto bytes = spark::net::hello::encode(h, t);
+  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+}
+}  // namespace
+
+TEST(FabricProbe, StrangersAreDroppedAndOnlyTheJobsProbeIsALane) {
+  namespace hello = spark::net::hello;
+  using hello::Kind;
+  spark::log::configure(spark::log::Level::info, {"fabric"});
+  const auto token = hello::random_token(), other_job = hello::random_token();
+  const Lane lo{"lo", 0, 0x7f000001u, 8};
+  spark::net::Listener listener(0x7f000001u, "probes", SOCK_NONBLOCK);
+  const int port = listener.port();
+  testing::internal::CaptureStderr();
+  std::vector<int> strangers{connect_loopback(port), connect_loopback(port),
+                             connect_loopback(port)};
+  send_hello(strangers[1], {Kind::probe, 0, 0, 1}, hello::Token{});
+  send_hello(strangers[2], {Kind::probe, 0, 0, 1}, other_job);
+  double took = 0;
+  bool real = false, wrong_token = false;
+  {
+    ProbeAnswerer answerer({listener.fd()}, token, 2, 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    real = probe_lane(lo, 0, 0, 1, 0x7f000001u, port, std::chrono::seconds(3), token, 2);
+    took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    wrong_token = probe_lane(lo, 0, 0, 1, 0x7f000001u, port, std::chrono::seconds(3), other_job, 2);
+  }  // the silent stranger is closed with the answerer
+  // A listener that echoes what it gets (another program on the probed port).
+  spark::net::Listener echo(0x7f000001u, "echo");
+  std::thread echoer([&] {
+    spark::net::Fd c(::accept(echo.fd(), nullptr, nullptr));
+    char buf[hello::kSize];
+    if (::recv(c.get(), buf, sizeof buf, MSG_WAITALL) == static_cast<ssize_t>(sizeof buf))
+      (void)!::send(c.get(), buf, sizeof buf, MSG_NOSIGNAL);
+  });
+  const bool through_echo =
+      probe_lane(lo, 0, 0, 1, 0x7f000001u, echo.port(), std::chrono::seconds(3), token, 2);
+  echoer.join();
+  const std::string log = testing::internal::GetCapturedStderr();
+  for (int fd : strangers) ::close(fd);
+  spark::log::configure(spark::log::Level::warn, {});
+  EXPECT_TRUE(real) << log;
+  EXPECT_LT(took, 1.5) << "the silent stranger held up the real probe\n" << log;
+  EXPECT_FALSE(wrong_token) << log;
+  EXPECT_FALSE(through_echo) << log;
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto p = log.find(what); p != std::string::npos; p = log.find(what, p + 1)) ++n;
+    return n;
+  };
+  // Two strangers and the wrong-token probe: without this job's token (the silent one is
+  // closed with the answerer, or dropped after 2 s on a slow machine).
+  EXPECT_GE(count("fabric: dropped a connection from 127.0.0.1:"), 3u) << log;
+  EXPECT_EQ(count("without this job's token"), 3u) << log;
+  EXPECT_EQ(count("is no lane: the answer is not from 1 to 0"), 1u) << log;
 }

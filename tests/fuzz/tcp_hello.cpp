@@ -1,4 +1,4 @@
-// The first 32 bytes of a tcp data connection (libspark/src/transport/tcp/tcp_hello.hpp):
+// The first 32 bytes of every data-plane connection (libspark/src/net/hello.hpp):
 // anyone who reaches a rank's listening port can send them. Input: a token (16 bytes), a job
 // size (1 byte), then the hello bytes. Parsing must accept only this job's hellos naming its
 // ranks, and a token must survive its hex form (the bootstrap value) both ways.
@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "transport/tcp/tcp_hello.hpp"
+#include "net/hello.hpp"
 
-namespace hello = spark::transport::tcp_hello;
+namespace hello = spark::net::hello;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 16 + 1 + hello::kSize) {

@@ -16,10 +16,10 @@
 
 #include <gtest/gtest.h>
 
-#include "transport/tcp/tcp_hello.hpp"
+#include "net/hello.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
-namespace hello = spark::transport::tcp_hello;
+namespace hello = spark::net::hello;
 using spark::transport::TcpOptions;
 using spark::transport::TcpTransport;
 using Clock = std::chrono::steady_clock;
@@ -68,11 +68,11 @@ TEST(JobToken, StrangersAndTheOtherJobAreDroppedWithoutStallingWireUp) {
     const int port = port_of(j->r0->endpoint());
     strangers.push_back(connect_local(port));  // silent (a port scan, a probe)
     const int no_token = connect_local(port);  // valid-looking, all-zero token
-    const auto h = hello::encode({false, 1, 0, 0}, hello::Token{});
+    const auto h = hello::encode({hello::Kind::direct, 1, 0, 0}, hello::Token{});
     send_all(no_token, h.data(), h.size());
     strangers.push_back(no_token);
     const int other_job = connect_local(port);  // the other job's rank 1, same numbers
-    const auto g = hello::encode({false, 1, 0, 0}, (j == &a ? b : a).token);
+    const auto g = hello::encode({hello::Kind::direct, 1, 0, 0}, (j == &a ? b : a).token);
     send_all(other_job, g.data(), g.size());
     strangers.push_back(other_job);
   }
@@ -109,10 +109,10 @@ TEST(JobToken, StrangersAndTheOtherJobAreDroppedWithoutStallingWireUp) {
 TEST(JobToken, HelloParsing) {
   const auto token = hello::random_token();
   std::string why;
-  const auto bytes = hello::encode({true, 3, 1, 0}, token);
+  const auto bytes = hello::encode({hello::Kind::relay, 3, 1, 0}, token);
   const auto h = hello::parse(bytes, token, 4, &why);
   ASSERT_TRUE(h.has_value()) << why;
-  EXPECT_TRUE(h->relay);
+  EXPECT_EQ(h->kind, hello::Kind::relay);
   EXPECT_EQ(h->rank, 3);
   EXPECT_FALSE(hello::parse(bytes, hello::random_token(), 4, &why).has_value());
   EXPECT_NE(why.find("token"), std::string::npos);

@@ -11,12 +11,12 @@
 #include <chrono>
 #include <map>
 
+#include "bootstrap/job_token.hpp"
 #include "comm/communicator_impl.hpp"
 #include "comm/settings_digest.hpp"
 #include "log/log.hpp"
 #include "spark/error.hpp"
 #include "transport/registry.hpp"
-#include "transport/tcp/tcp_hello.hpp"
 
 namespace spark {
 namespace {
@@ -105,12 +105,8 @@ void CommunicatorImpl::wire_up() {
   boot_->put("spark.node", bootstrap::as_bytes(node_id_));
   boot_->put(settings_digest::kKey, settings_digest::encode(rank_, settings_digest::of(options_)));
   transport::publish_choice_facts(*boot_, options_, local_size_ < size_);  // with the node id
-  // The job's token for the data plane (transport/tcp/tcp_hello.hpp): drawn by rank 0, handed
-  // over by the bootstrap (the job's own channel), in every tcp hello.
-  if (rank_ == 0)
-    boot_->put(
-        "spark.token",
-        bootstrap::as_bytes(transport::tcp_hello::to_hex(transport::tcp_hello::random_token())));
+  // The job's token for the data plane (net/hello.hpp): in every tcp hello and fabric probe.
+  bootstrap::publish_job_token(*boot_);
   boot_->commit();
   fence(*boot_, join, "node ids, job token and settings");
   check_settings(*boot_, options_, join);
@@ -125,10 +121,7 @@ void CommunicatorImpl::wire_up() {
   for (int r = 0; r < size_; ++r)
     base.nodes.push_back(bootstrap::to_string(boot_->get(r, "spark.node")));
   nodes_ = base.nodes;
-  const auto token =
-      transport::tcp_hello::from_hex(bootstrap::to_string(boot_->get(0, "spark.token")));
-  if (!token) throw BootstrapError("wire-up: rank 0's spark.token is malformed");
-  base.token = *token;
+  base.token = bootstrap::job_token(*boot_);
 
   // The allreduce crossover (one-shot up to this size, docs/collectives.md) must be the same
   // on every rank, so it depends only on what every rank knows: the node ids and the knob.

@@ -7,8 +7,6 @@
 
 #include <algorithm>
 
-#include "net/socket.hpp"
-
 namespace spark::fabric {
 
 std::vector<std::pair<std::uint32_t, int>> parse_nets(std::string_view text,
@@ -37,11 +35,6 @@ std::vector<Lane> local_lanes(const std::vector<std::pair<std::uint32_t, int>>& 
   freeifaddrs(ifa);
   std::sort(out.begin(), out.end(), [](const Lane& a, const Lane& b) { return a.name < b.name; });
   return out;
-}
-
-bool probe_connect(const Lane& from, std::uint32_t ipv4, int port,
-                   std::chrono::milliseconds timeout) {
-  return static_cast<bool>(net::connect_within(from.ipv4, ipv4, port, timeout));
 }
 
 }  // namespace spark::fabric

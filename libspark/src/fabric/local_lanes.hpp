@@ -3,7 +3,6 @@
 // used for data. Sorted by interface name so every run numbers lanes the same way.
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,8 +14,5 @@ namespace spark::fabric {
 /// "10.1.0.0/16,10.2.0.0/16" -> CIDRs; "" -> empty (all). Strict; `what` names the knob.
 std::vector<std::pair<std::uint32_t, int>> parse_nets(std::string_view text, std::string_view what);
 std::vector<Lane> local_lanes(const std::vector<std::pair<std::uint32_t, int>>& nets);
-/// Probe: a tcp connection from `from` (bound to its address) to ipv4:port within `timeout`.
-bool probe_connect(const Lane& from, std::uint32_t ipv4, int port,
-                   std::chrono::milliseconds timeout);
 
 }  // namespace spark::fabric

@@ -3,8 +3,12 @@
 // same list format:
 //   1. every rank publishes its host and lanes; one node per distinct host, its first rank
 //      speaks for it (group_by_host);
-//   2. each speaker probes every same-subnet lane pair toward higher-numbered nodes, a tcp
-//      connect bound to its own lane, and publishes the pairs that connected (probe_higher);
+//   2. each speaker probes every same-subnet lane pair toward higher-numbered nodes: a tcp
+//      connection bound to its own lane that asks with a probe hello carrying the job's token
+//      (net/hello_exchange.hpp); the other node's ProbeAnswerer answers it. It publishes the
+//      pairs that were answered (probe_higher): a listener that is not this job's (a stranger
+//      on a reused port, another job) is no lane, and a stranger connecting to a node's probe
+//      port is dropped without holding up the real probes;
 //   3. after a fence every rank reads every speaker's list and builds the same map
 //      (map_from_probes).
 #pragma once
@@ -15,9 +19,12 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "fabric/fabric_map.hpp"
+#include "net/hello.hpp"
+#include "net/socket.hpp"
 
 namespace spark::fabric {
 
@@ -40,12 +47,38 @@ struct Nodes {
 };
 Nodes group_by_host(const std::vector<std::string>& host_of_rank);
 
-/// Step 2 for node `me`: connects from each of its lanes to every same-subnet lane of every
-/// higher node (`port(b, j)`: the port listening on node b's lane j), each within
-/// min(timeout, 3 s). Returns the list to publish: (b, own lane i, b's lane j) that connected.
+/// Step 2 for node `me`: probes from each of its lanes every same-subnet lane of every higher
+/// node (`port(b, j)`: the port where node b answers probes on its lane j), each within
+/// min(timeout, 3 s). Returns the list to publish: (b, own lane i, b's lane j) answered.
 std::string probe_higher(const std::vector<std::vector<Lane>>& lanes, int me,
                          const std::function<int(int, std::size_t)>& port,
-                         std::chrono::milliseconds timeout);
+                         std::chrono::milliseconds timeout, const net::hello::Token& token);
+
+/// One probe: from lane `lane` (`from`) of node `me` to node `to` at ipv4:port, within
+/// `timeout`. True when node `to` of this job (`token`, `nodes` nodes) answered; a refused
+/// connection or a wrong answer is false (the latter with a line under SPARK_LOG=info:fabric).
+bool probe_lane(const Lane& from, int me, int lane, int to, std::uint32_t ipv4, int port,
+                std::chrono::milliseconds timeout, const net::hello::Token& token, int nodes);
+
+/// Step 2's answering end for node `me`: a thread that answers this job's probes addressed to
+/// `me` on `listeners` (sockets it does not own) until destroyed. Every other connection is
+/// dropped with a line under SPARK_LOG=info:fabric. Start it before this node's own probes and
+/// destroy it after the fence that follows them (by then every node has probed).
+class ProbeAnswerer {
+ public:
+  ProbeAnswerer(std::vector<int> listeners, const net::hello::Token& token, int nodes, int me);
+  ~ProbeAnswerer();
+  ProbeAnswerer(const ProbeAnswerer&) = delete;
+  ProbeAnswerer& operator=(const ProbeAnswerer&) = delete;
+
+ private:
+  void serve();
+  std::vector<int> listeners_;
+  net::hello::Token token_;
+  int nodes_, me_;
+  net::Fd stop_;  // an eventfd: written by the destructor
+  std::thread thread_;
+};
 
 /// Step 3: the map from every node's lanes and its published list (`published[a]`).
 FabricMap map_from_probes(const std::vector<std::vector<Lane>>& lanes,

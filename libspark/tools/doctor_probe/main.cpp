@@ -5,7 +5,9 @@
 //   2. the first rank on each host runs the read-only host checks (doctor::gather/evaluate);
 //   3. every pair of ranks is tested on every lane pair that shares a subnet: an RDMA WRITE
 //      ping-pong over its own RC queue pair when both ranks have RDMA lanes, else a tcp echo
-//      (marked tcp). Tests run in one global order, each within its own time window
+//      (marked tcp) that starts with the job's answered hello (its token comes from rank 0
+//      through the bootstrap; a connection without it is dropped, round_trips.hpp). Tests run in
+//      one global order, each within its own time window
 //      (--probe-timeout-ms per test), so a silent peer is a FAIL row, never a hang;
 //   4. rank 0 collects every rank's rows, adds the per-peer reach rows (direct lanes, or the
 //      relay) and prints one table. Exit 0 only when every row is ok or info.
@@ -32,12 +34,14 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/job_token.hpp"
 #include "config/config.hpp"
 #include "doctor.hpp"
 #include "doctor_job.hpp"
 #include "fabric/local_lanes.hpp"
 #include "fabric/probe_protocol.hpp"
 #include "fabric/rdma_lanes.hpp"
+#include "log/log.hpp"
 #include "round_trips.hpp"
 #include "spark/error.hpp"
 #include "spark/protocol/number.hpp"
@@ -179,7 +183,10 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
 int run(int argc, char** argv) {
   const ProbeOptions o = parse_args(argc, argv);
   const auto cfg = config::Config::from_environment();
+  log::configure(cfg);
   auto boot = bootstrap::make_bootstrap(cfg);
+  log::set_host(boot->node_id());
+  log::set_rank(boot->rank());
   std::vector<JobRow> rows;
   try {
     return probe(o, cfg, boot.get(), rows);
@@ -231,8 +238,10 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   boot->put("spark.doctor.rdma", as_bytes(fabric::encode_lanes(rdma.published)));
   boot->put("spark.doctor.tcp", as_bytes(fabric::encode_lanes(tcp_lanes)));
   boot->put("spark.doctor.ports", as_bytes(fabric::encode_ports(ports)));
+  bootstrap::publish_job_token(*boot);
   boot->commit();
   boot->fence(fence_timeout);
+  const auto token = bootstrap::job_token(*boot);
 
   std::vector<RankLanes> ranks(static_cast<std::size_t>(size));
   std::vector<std::vector<int>> tcp_ports(static_cast<std::size_t>(size));
@@ -347,7 +356,8 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
             continue;
           }
           if (l.kind == LinkKind::tcp)
-            tcp_respond(listeners[static_cast<std::size_t>(l.lb)], o.iters, window);
+            tcp_respond(listeners[static_cast<std::size_t>(l.lb)], o.iters,
+                        {token, size, a, b, l.index}, window);
 #ifdef SPARK_DOCTOR_HAVE_VERBS
           else
             rlinks.at({peer, l.index})->respond(o.iters, window);
@@ -362,7 +372,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
           res = tcp_initiate(
               tcp_lanes[static_cast<std::size_t>(l.la)], to.ipv4,
               tcp_ports[static_cast<std::size_t>(peer)][static_cast<std::size_t>(l.lb)], o.iters,
-              static_cast<std::uint64_t>(l.index), window, who);
+              {token, size, a, b, l.index}, window, who);
         } else {
 #ifdef SPARK_DOCTOR_HAVE_VERBS
           res = rlinks.at({peer, l.index})->initiate(o.iters, window, who);

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "log/log.hpp"
+#include "net/hello_exchange.hpp"
 #include "spark/error.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
@@ -74,7 +76,7 @@ void summarise(TripResult& r, std::vector<double> s) {
 }
 
 TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, int iters,
-                        std::uint64_t tag, std::chrono::milliseconds timeout,
+                        const TripHello& hello, std::chrono::milliseconds timeout,
                         const std::string& who) {
   TripResult r;
   const auto t0 = Clock::now();
@@ -85,6 +87,11 @@ TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, 
   if (!s) return fail(why);
   int one = 1;
   ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  why = net::hello::ask(s.get(),
+                        {net::hello::Kind::probe, hello.initiator, hello.index, hello.responder},
+                        hello.token, hello.size, deadline);
+  if (!why.empty()) return fail("the listener is not this job's rank: " + why);
+  const auto tag = static_cast<std::uint64_t>(hello.index);
   std::vector<double> samples;
   for (int k = 1; k <= iters; ++k) {
     std::uint64_t msg[2] = {tag, static_cast<std::uint64_t>(k)}, back[2] = {0, 0};
@@ -101,36 +108,48 @@ TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, 
   return r;
 }
 
-std::string tcp_respond(const net::Listener& listener, int iters,
+std::string tcp_respond(const net::Listener& listener, int iters, const TripHello& hello,
                         std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  // A connection left over from an earlier, failed test on this lane closes without data:
-  // skip it and accept the next one.
+  // Every connection's hello is read side by side: a stranger, another job, or the initiator
+  // of an earlier test on this lane that ran late is dropped, and this test's initiator is
+  // still taken within the window.
+  net::hello::Waiting waiting(hello.token, hello.size, "doctor",
+                              log::enabled(log::Level::info, "doctor"));
   for (;;) {
-    int c = ::accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (c < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        return std::string("accept: ") + std::strerror(errno);
-      pollfd pfd{listener.fd(), POLLIN, 0};
-      int left = ms_left(deadline);
-      if (left == 0 || ::poll(&pfd, 1, left) == 0) return "no connection from the initiator";
-      continue;
-    }
-    net::Fd s(c);
-    int one = 1;
-    ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    std::string e;
-    for (int k = 1; k <= iters && e.empty(); ++k) {
-      char msg[16];
-      e = io_all(s.get(), msg, sizeof msg, false, deadline);
-      if (!e.empty() && k == 1 && e != "timeout") {
-        e = "stale";
-        break;
+    std::vector<pollfd> pfds{{listener.fd(), POLLIN, 0}};
+    const int left = ms_left(waiting.watch(pfds, deadline));
+    if (::poll(pfds.data(), pfds.size(), left) < 0 && errno != EINTR)
+      return std::string("poll: ") + std::strerror(errno);
+    for (auto& g : waiting.take(pfds, 1)) {
+      const auto& h = g.hello;
+      if (h.kind != net::hello::Kind::probe || h.rank != hello.initiator ||
+          h.dst != hello.responder || h.lane != hello.index) {
+        waiting.drop(g.fd.release(), g.from,
+                     "a hello of this job for another test (rank " + std::to_string(h.rank) +
+                         " -> " + std::to_string(h.dst) + ", link " + std::to_string(h.lane) +
+                         "), not rank " + std::to_string(hello.initiator) + "'s link " +
+                         std::to_string(hello.index));
+        continue;
       }
-      if (e.empty()) e = io_all(s.get(), msg, sizeof msg, true, deadline);
+      waiting.drop_all("its test's initiator came first");
+      if (!net::hello::answer(g.fd.get(), h, hello.token, deadline))
+        return "the initiator closed before its answer";
+      int one = 1;
+      ::setsockopt(g.fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      std::string e;
+      for (int k = 1; k <= iters && e.empty(); ++k) {
+        char msg[16];
+        e = io_all(g.fd.get(), msg, sizeof msg, false, deadline);
+        if (e.empty()) e = io_all(g.fd.get(), msg, sizeof msg, true, deadline);
+      }
+      return e;
     }
-    if (e != "stale") return e;
+    if ((pfds[0].revents & POLLIN) != 0) waiting.accept_from(listener.fd());
+    if (Clock::now() >= deadline) {
+      waiting.drop_all("the test's window ended before its hello");
+      return "no connection from the initiator";
+    }
   }
 }
 

@@ -1,6 +1,10 @@
 // The round trips of `sparkrun doctor`'s probe: a tcp echo between two lanes, and an RDMA
 // WRITE ping-pong over one RC queue pair (the verbs layer, libspark/src/verbs).
 // Every wait has a deadline: a peer that does not answer is an error string, never a hang.
+// The tcp echo starts with the job's probe hello, answered (net/hello_exchange.hpp): the
+// initiator knows it reached the job's rank, and the responder drops every other connection
+// (a stranger, another job, a test that ran late) with a line under SPARK_LOG=info:doctor and
+// keeps waiting for its initiator.
 #pragma once
 
 #include <chrono>
@@ -12,6 +16,7 @@
 #include <vector>
 
 #include "fabric/fabric_map.hpp"
+#include "net/hello.hpp"
 #include "net/socket.hpp"
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
@@ -30,14 +35,23 @@ struct TripResult {
 /// Fills min/median/max from the measured round trips (microseconds).
 void summarise(TripResult& r, std::vector<double> samples_us);
 
-/// Initiator: connects from `from` (bound to its address) to ipv4:port and times `iters`
-/// 16-byte echoes tagged with `tag`. `who` names the peer and lane in errors.
+/// The job's hello for one test: rank `initiator` to rank `responder`, the link's index as the
+/// lane (also the echoes' tag).
+struct TripHello {
+  net::hello::Token token;
+  int size = 0;  ///< ranks in the job
+  int initiator = 0, responder = 0, index = 0;
+};
+
+/// Initiator: connects from `from` (bound to its address) to ipv4:port, asks with the test's
+/// hello and, answered, times `iters` 16-byte echoes. `who` names the peer and lane in errors.
 TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, int iters,
-                        std::uint64_t tag, std::chrono::milliseconds timeout,
+                        const TripHello& hello, std::chrono::milliseconds timeout,
                         const std::string& who);
-/// Responder: accepts one connection on `listener` (non-blocking) and echoes `iters` messages,
-/// all within `timeout`. Returns "" or what went wrong (the initiator reports the failure).
-std::string tcp_respond(const net::Listener& listener, int iters,
+/// Responder: accepts on `listener` (non-blocking) until the test's initiator asks, answers and
+/// echoes `iters` messages, all within `timeout`. Returns "" or what went wrong (the initiator
+/// reports the failure).
+std::string tcp_respond(const net::Listener& listener, int iters, const TripHello& hello,
                         std::chrono::milliseconds timeout);
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS

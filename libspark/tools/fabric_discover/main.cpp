@@ -6,19 +6,23 @@
 //
 // Each rank publishes its lanes (SPARK_DATA_NET selects them) and a listening port per lane;
 // the lower-ranked end of every same-subnet lane pair probes it with a tcp connection bound
-// to its own lane; probe results are published too, so every rank builds the same map.
+// to its own lane that carries the job's token and is answered (fabric/probe_protocol.hpp);
+// probe results are published too, so every rank builds the same map.
 // Exit 0: map found (and matches the pinned file); 1: mismatch or failure (group abort).
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/job_token.hpp"
 #include "config/config.hpp"
 #include "fabric/fabric_file.hpp"
 #include "fabric/local_lanes.hpp"
 #include "fabric/probe_protocol.hpp"
 #include "fabric/rdma_lanes.hpp"
 #include "fabric/roce_lanes.hpp"
+#include "log/log.hpp"
 #include "net/socket.hpp"
 #include "spark/error.hpp"
 
@@ -42,8 +46,11 @@ int run(int argc, char** argv) {
     }
   }
   auto cfg = config::Config::from_environment();
+  log::configure(cfg);
   auto boot = bootstrap::make_bootstrap(cfg);
   const int rank = boot->rank(), size = boot->size();
+  log::set_host(boot->node_id());
+  log::set_rank(rank);
   const std::chrono::milliseconds timeout(cfg.timeout_ms());
   auto nets = parse_nets(cfg.value("SPARK_DATA_NET").value_or(""), "SPARK_DATA_NET");
   // RoCE lanes are RDMA functions (rdma_lanes.hpp); auto uses them when the node has any.
@@ -57,8 +64,7 @@ int run(int argc, char** argv) {
                          : t == "auto" ? LaneKind::automatic
                                        : LaneKind::net,
                          devs, nets);
-  // Probes connect to these; the kernel completes the handshake from the backlog, so nobody
-  // has to accept().
+  // Probes connect to these and are answered by the node's speaker (ProbeAnswerer).
   std::vector<net::Listener> listeners;
   std::vector<int> ports;
   for (const auto& l : mine) {
@@ -68,6 +74,7 @@ int run(int argc, char** argv) {
   boot->put("spark.fabric.lanes", as_bytes(encode_lanes(mine)));
   boot->put("spark.fabric.ports", as_bytes(encode_ports(ports)));
   boot->put("spark.fabric.host", as_bytes(boot->node_id()));
+  bootstrap::publish_job_token(*boot);
   boot->commit();
   boot->fence(timeout);
 
@@ -86,16 +93,26 @@ int run(int argc, char** argv) {
   }
   const int me = nodes.node_of[static_cast<std::size_t>(rank)];
   const bool speaker = nodes.speaker[static_cast<std::size_t>(me)] == rank;
-  boot->put("spark.fabric.probe",
-            as_bytes(speaker ? probe_higher(
-                                   lanes, me,
-                                   [&](int b, std::size_t j) {
-                                     return port_of[static_cast<std::size_t>(b)][j];
-                                   },
-                                   timeout)
-                             : std::string()));
-  boot->commit();
-  boot->fence(timeout);
+  const auto token = bootstrap::job_token(*boot);
+  {
+    // Answered until every node has probed (the fence).
+    std::optional<ProbeAnswerer> answerer;
+    if (speaker) {
+      std::vector<int> fds;
+      for (const auto& l : listeners) fds.push_back(l.fd());
+      answerer.emplace(std::move(fds), token, static_cast<int>(hosts.size()), me);
+    }
+    boot->put("spark.fabric.probe",
+              as_bytes(speaker ? probe_higher(
+                                     lanes, me,
+                                     [&](int b, std::size_t j) {
+                                       return port_of[static_cast<std::size_t>(b)][j];
+                                     },
+                                     timeout, token)
+                               : std::string()));
+    boot->commit();
+    boot->fence(timeout);
+  }
   std::vector<std::string> published;
   for (int r : nodes.speaker) published.push_back(to_string(boot->get(r, "spark.fabric.probe")));
   auto map = map_from_probes(lanes, published);

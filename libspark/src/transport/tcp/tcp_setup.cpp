@@ -1,8 +1,10 @@
 // tcp's set-up through the Transport interface: its factory, and connect() with the fabric map
-// (docs/fabric.md: lanes published with the endpoint, speakers probe, one more fence, the same
-// map on every rank; then serving lanes or relays per peer, and the ring of direct links).
+// (docs/fabric.md: lanes and the probe port published with the endpoint, speakers probe and
+// answer probes, one more fence, the same map on every rank; then serving lanes or relays per
+// peer, and the ring of direct links).
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "bootstrap/bootstrap.hpp"
 #include "fabric/probe_protocol.hpp"
@@ -32,10 +34,12 @@ bool uses_fabric(const Setup& s, const TcpOptions& o) {
   return !s.one_node() && !o.data_net.empty() && !o.addr;
 }
 
-// Steps 2-3 of the map (step 1, publishing lanes, rides on the endpoint fence).
+// Steps 2-3 of the map (step 1, publishing lanes and the probe port, rides on the endpoint
+// fence). `probe_listener`: this rank's socket for the probes (fabric/probe_protocol.hpp).
 std::unique_ptr<TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, int rank, int size,
                                         const std::vector<std::string>& nodes,
-                                        std::chrono::milliseconds join) {
+                                        std::chrono::milliseconds join, int probe_listener,
+                                        const net::hello::Token& token) {
   auto f = std::make_unique<TcpFabric>();
   auto grouped = fabric::group_by_host(nodes);
   f->hosts = std::move(grouped.hosts);
@@ -48,16 +52,30 @@ std::unique_ptr<TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, int rank, in
     f->ports[static_cast<std::size_t>(r)] = endpoint_port(get_string(boot, r, "spark.tcp"), r);
   const int n = static_cast<int>(f->hosts.size());
   const int me = f->node_of[static_cast<std::size_t>(rank)];
-  if (f->speaker[static_cast<std::size_t>(me)] == rank) {
-    // Every lane of a node is served by its speaker's one tcp listener.
-    auto port = [&](int b, std::size_t) {
-      return f->ports[static_cast<std::size_t>(f->speaker[static_cast<std::size_t>(b)])];
-    };
-    boot.put("spark.fabric.probe",
-             bootstrap::as_bytes(fabric::probe_higher(f->lanes, me, port, join)));
+  const bool speaker = f->speaker[static_cast<std::size_t>(me)] == rank;
+  {
+    // Every lane of a node is probed at its speaker's one probe listener, answered until every
+    // node has probed (the fence).
+    std::optional<fabric::ProbeAnswerer> answerer;
+    if (speaker) answerer.emplace(std::vector<int>{probe_listener}, token, n, me);
+    if (speaker) {
+      std::vector<int> probe_port(static_cast<std::size_t>(n));
+      for (int b = 0; b < n; ++b) {
+        const int r = f->speaker[static_cast<std::size_t>(b)];
+        const auto ports = fabric::decode_ports(get_string(boot, r, "spark.fabric.ports"),
+                                                "rank " + std::to_string(r));
+        if (ports.size() != 1)
+          throw BootstrapError("fabric: rank " + std::to_string(r) +
+                               " published no probe port (a different libspark version?)");
+        probe_port[static_cast<std::size_t>(b)] = ports[0];
+      }
+      auto port = [&](int b, std::size_t) { return probe_port[static_cast<std::size_t>(b)]; };
+      boot.put("spark.fabric.probe",
+               bootstrap::as_bytes(fabric::probe_higher(f->lanes, me, port, join, token)));
+    }
+    boot.commit();
+    boot.fence(join);
   }
-  boot.commit();
-  boot.fence(join);
   std::vector<std::string> published;
   for (int r : f->speaker) published.push_back(get_string(boot, r, "spark.fabric.probe"));
   f->map = fabric::map_from_probes(f->lanes, published);
@@ -85,8 +103,11 @@ std::unique_ptr<Transport> make_tcp(const Setup& s) {
   o.token = s.token;
   o.log_dropped = log::enabled(log::Level::info, "tcp");
   auto t = std::make_unique<TcpTransport>(s.rank, s.size, s.peers, o);
-  if (uses_fabric(s, o))
+  if (uses_fabric(s, o)) {
     s.boot->put("spark.fabric.lanes", bootstrap::as_bytes(fabric::encode_lanes(t->data_lanes())));
+    s.boot->put("spark.fabric.ports",
+                bootstrap::as_bytes(fabric::encode_ports({t->open_probe_listener()})));
+  }
   return t;
 }
 
@@ -98,7 +119,8 @@ void TcpTransport::connect(const Setup& s, const std::vector<std::string>& endpo
         s.nodes[static_cast<std::size_t>(r)] == s.nodes[static_cast<std::size_t>(s.rank)];
   std::unique_ptr<TcpFabric> fab;
   if (uses_fabric(s, opt_)) {
-    fab = learn_fabric(*s.boot, s.rank, s.size, s.nodes, s.join);
+    fab = learn_fabric(*s.boot, s.rank, s.size, s.nodes, s.join, probe_listener_->fd(), opt_.token);
+    probe_listener_.reset();
     if (!fab->map.fully_connected())
       ring_ = fabric::rank_ring(fabric::ring_order(fab->map), fab->node_of);
   }

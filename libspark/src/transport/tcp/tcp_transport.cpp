@@ -19,6 +19,7 @@
 
 #include "fabric/local_lanes.hpp"
 #include "log/log.hpp"
+#include "net/hello_exchange.hpp"
 #include "net/socket.hpp"
 #include "spark/error.hpp"
 
@@ -30,10 +31,6 @@ constexpr std::uint32_t kData = 1;
 constexpr std::uint32_t kCredit = 2;
 constexpr std::size_t kSlotHeader = 64;       // header area in front of each rx payload
 constexpr std::size_t kRxBuffer = 16 * 1024;  // small frames arrive whole through this
-// How long an accepted connection may take to send its hello (tcp_hello.hpp) before it is
-// dropped; meanwhile other connections are accepted and served (a silent stranger never
-// stalls wire-up).
-constexpr auto kHelloWait = std::chrono::seconds(2);
 
 using Clock = std::chrono::steady_clock;
 
@@ -227,7 +224,8 @@ std::pair<int, std::string> TcpTransport::open_hop(const TcpFabric& f, int src, 
       (src != rank_ ? " (relaying for rank " + std::to_string(src) + ")" : "") + " on lane " +
       name + " (" + fabric::format_ipv4(mine.ipv4) + " -> " + ip + ")";
   if (fd < 0) throw BootstrapError("tcp transport: " + what + ": " + why + "; check the cable");
-  auto h = tcp_hello::encode({relayed, src, l, dst}, opt_.token);
+  auto h = net::hello::encode(
+      {relayed ? net::hello::Kind::relay : net::hello::Kind::direct, src, l, dst}, opt_.token);
   if (!io_exact(fd, h.data(), h.size(), true, deadline)) {
     ::close(fd);
     throw BootstrapError("tcp transport: " + what + ": handshake failed");
@@ -337,7 +335,8 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
             "tcp transport: rank " + std::to_string(rank_) + " cannot connect to rank " +
             std::to_string(q) + " (" + ep + "): " + why +
             "; check firewalls or set SPARK_TCP_ADDR to an address peers can reach");
-      auto h = tcp_hello::encode({false, rank_, static_cast<int>(l), q}, opt_.token);
+      auto h =
+          net::hello::encode({net::hello::Kind::direct, rank_, static_cast<int>(l), q}, opt_.token);
       if (!io_exact(fd, h.data(), h.size(), true, deadline)) {
         ::close(fd);
         throw BootstrapError("tcp transport: handshake with rank " + std::to_string(q) + " failed");
@@ -349,36 +348,16 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
     for (auto& p : pipes)
       for (int fd : {p.a_fd, p.b_fd}) ::close(fd);
   };
-  // Accepted connections wait here for their hello, side by side (non-blocking reads).
-  struct Pending {
-    int fd;
-    std::string from;  // peer address, for the debug line
-    Clock::time_point until;
-    std::array<std::byte, tcp_hello::kSize> buf{};
-    std::size_t got = 0;
-  };
-  std::vector<Pending> pending;
-  auto drop = [&](int fd, const std::string& from, const std::string& why) {
-    ::close(fd);
-    if (opt_.log_dropped) log::line("tcp", "dropped a connection from " + from + ": " + why);
-  };
-  auto close_pending = [&] {
-    for (auto& p : pending) ::close(p.fd);
-    pending.clear();
-  };
+  // Accepted connections wait for their hello side by side (net/hello_exchange.hpp).
   const int size = static_cast<int>(peers_.size());
+  net::hello::Waiting waiting(opt_.token, size, "tcp", opt_.log_dropped);
   while (expected + relay_expected > 0) {
     std::vector<pollfd> pfds{{listener_->fd(), POLLIN, 0}};
-    auto wake = deadline;
-    for (const auto& p : pending) {
-      pfds.push_back({p.fd, POLLIN, 0});
-      wake = std::min(wake, p.until);
-    }
+    const auto wake = waiting.watch(pfds, deadline);
     const int ready = ::poll(pfds.data(), pfds.size(), remaining_ms(wake));
     if (ready < 0 && errno != EINTR)
       throw BootstrapError(std::string("tcp transport: poll: ") + std::strerror(errno));
     if (ready <= 0 && Clock::now() >= deadline) {
-      close_pending();
       std::string missing;
       for (int q : peer_ranks_)
         if (q > rank_)
@@ -395,51 +374,15 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
                               : std::string()));
     }
     // Hellos that arrived (or never will): each is taken, or dropped with its reason.
-    std::vector<std::pair<int, tcp_hello::Hello>> hellos;
-    for (std::size_t n = pending.size(); n-- > 0;) {
-      Pending& p = pending[n];
-      bool gone = false;
-      std::string why;
-      if (pfds[n + 1].revents != 0) {
-        const ssize_t r = ::recv(p.fd, p.buf.data() + p.got, p.buf.size() - p.got, 0);
-        if (r > 0) p.got += static_cast<std::size_t>(r);
-        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-          gone = true;
-          why = "closed before a whole hello (a probe?)";
-        }
-      }
-      if (!gone && p.got == p.buf.size()) {
-        if (auto h = tcp_hello::parse(p.buf, opt_.token, size, &why)) {
-          set_nonblocking(p.fd, false);
-          hellos.emplace_back(p.fd, *h);
-          pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(n));
-          continue;
-        }
-        gone = true;
-      }
-      if (!gone && Clock::now() >= p.until) {
-        gone = true;
-        why = "no hello within 2 s";
-      }
-      if (gone) {
-        drop(p.fd, p.from, why);
-        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(n));
-      }
-    }
-    if ((pfds[0].revents & POLLIN) != 0) {
-      sockaddr_in from{};
-      socklen_t len = sizeof from;
-      const int fd = ::accept4(listener_->fd(), reinterpret_cast<sockaddr*>(&from), &len,
-                               SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd >= 0)
-        pending.push_back({fd,
-                           fabric::format_ipv4(ntohl(from.sin_addr.s_addr)) + ":" +
-                               std::to_string(ntohs(from.sin_port)),
-                           Clock::now() + kHelloWait});
-    }
-    for (const auto& [fd, h] : hellos) {
-      if (h.relay && relay_expected > 0 && h.dst != rank_ && h.rank != rank_ &&
-          h.lane < opt_.lanes && f->node_of[static_cast<std::size_t>(h.rank)] != me_node &&
+    auto hellos = waiting.take(pfds, 1);
+    if ((pfds[0].revents & POLLIN) != 0) waiting.accept_from(listener_->fd());
+    for (auto& greeted : hellos) {
+      const net::hello::Hello& h = greeted.hello;
+      set_nonblocking(greeted.fd.get(), false);
+      const int fd = greeted.fd.release();
+      if (h.kind == net::hello::Kind::relay && relay_expected > 0 && h.dst != rank_ &&
+          h.rank != rank_ && h.lane < opt_.lanes &&
+          f->node_of[static_cast<std::size_t>(h.rank)] != me_node &&
           f->node_of[static_cast<std::size_t>(h.dst)] != me_node) {
         RelayPipe p;
         p.a_fd = fd;
@@ -472,7 +415,6 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
           }
         } catch (...) {
           ::close(fd);
-          close_pending();
           close_pipes();
           throw;
         }
@@ -480,11 +422,11 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
         --relay_expected;
         continue;
       }
-      if (h.relay || h.dst != rank_ || h.rank <= rank_ ||
+      if (h.kind != net::hello::Kind::direct || h.dst != rank_ || h.rank <= rank_ ||
           !peers_[static_cast<std::size_t>(h.rank)] ||
           static_cast<std::size_t>(h.lane) >= peer(h.rank).lanes.size() ||
           peer(h.rank).lanes[static_cast<std::size_t>(h.lane)].fd >= 0) {
-        drop(fd, "rank " + std::to_string(h.rank), "a duplicate or unexpected hello");
+        waiting.drop(fd, "rank " + std::to_string(h.rank), "a duplicate or unexpected hello");
         continue;
       }
       setup_conn(peer(h.rank).lanes[static_cast<std::size_t>(h.lane)], fd, h.lane,
@@ -492,8 +434,7 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
       --expected;
     }
   }
-  for (const auto& p : pending) drop(p.fd, p.from, "wire-up ended before its hello");
-  pending.clear();
+  waiting.drop_all("wire-up ended before its hello");
   listener_.reset();
   if (!pipes.empty())
     relay_ = std::make_unique<TcpRelay>(

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "fabric/fabric_map.hpp"
+#include "net/hello.hpp"
 #include "net/socket.hpp"
-#include "transport/tcp/tcp_hello.hpp"
 #include "transport/tcp/tcp_relay.hpp"
 #include "transport/transport.hpp"
 
@@ -36,8 +36,8 @@ struct TcpOptions {
   /// through the address that shares a subnet with one of ours (its cable: per-peer lanes).
   std::string data_net;
   std::uint32_t timeout_ms = 10000;  ///< SPARKNET_ROCE_TIMEOUT_MS: a relay stalled this long fails
-  /// The job's token (tcp_hello.hpp): in every hello sent; a connection without it is dropped.
-  tcp_hello::Token token{};
+  /// The job's token (net/hello.hpp): in every hello sent; a connection without it is dropped.
+  net::hello::Token token{};
   /// SPARK_LOG=info (or trace) for tcp: a dropped connection prints one line on stderr.
   bool log_dropped = false;
 };
@@ -77,8 +77,14 @@ class TcpTransport final : public Transport {
   std::vector<int> direct_ring() const override { return ring_; }
   /// This node's data lanes (SPARK_DATA_NET set; empty otherwise), as published for the map.
   const std::vector<fabric::Lane>& data_lanes() const noexcept { return data_lanes_; }
-  /// The listening port (probes of the fabric map connect to it).
+  /// The listening port.
   int port() const noexcept { return port_; }
+  /// Opens the socket where this rank answers the fabric probes (when the map is learnt:
+  /// tcp_setup.cpp publishes the port with the lanes; closed once the map is known).
+  int open_probe_listener() {
+    probe_listener_.emplace(0, "the fabric probes");
+    return probe_listener_->port();
+  }
   /// Where a relay stall is reported (called from the relay thread; must not throw).
   void set_relay_failure_handler(TcpRelay::OnFailure handler) {
     on_relay_failure_ = std::move(handler);
@@ -158,7 +164,8 @@ class TcpTransport final : public Transport {
   int rank_;
   std::vector<int> peer_ranks_;
   TcpOptions opt_;
-  std::optional<net::Listener> listener_;  ///< closed once every peer has connected
+  std::optional<net::Listener> listener_;        ///< closed once every peer has connected
+  std::optional<net::Listener> probe_listener_;  ///< open while the fabric map is learnt
   int port_ = 0;
   std::vector<std::string> addrs_;
   std::vector<fabric::Lane> data_lanes_;      ///< SPARK_DATA_NET lanes (empty: not set)

@@ -1,4 +1,4 @@
-#include "transport/tcp/tcp_hello.hpp"
+#include "net/hello.hpp"
 
 #include <sys/random.h>
 
@@ -7,12 +7,25 @@
 
 #include "spark/error.hpp"
 
-namespace spark::transport::tcp_hello {
+namespace spark::net::hello {
 
 namespace {
 
 constexpr std::uint32_t kDirectMagic = 0x5350524b;  // "SPRK"
 constexpr std::uint32_t kRelayMagic = 0x5350524c;   // "SPRL"
+constexpr std::uint32_t kProbeMagic = 0x53505250;   // "SPRP"
+
+std::uint32_t magic_of(Kind k) {
+  switch (k) {
+    case Kind::relay:
+      return kRelayMagic;
+    case Kind::probe:
+      return kProbeMagic;
+    case Kind::direct:
+      break;
+  }
+  return kDirectMagic;
+}
 
 struct Wire {
   std::uint32_t magic;
@@ -34,7 +47,7 @@ bool same_token(const Token& a, const Token& b) {
 }  // namespace
 
 std::array<std::byte, kSize> encode(const Hello& h, const Token& token) {
-  const Wire w{h.relay ? kRelayMagic : kDirectMagic, h.rank, h.lane, h.dst, token};
+  const Wire w{magic_of(h.kind), h.rank, h.lane, h.dst, token};
   std::array<std::byte, kSize> out;
   std::memcpy(out.data(), &w, kSize);
   return out;
@@ -44,7 +57,7 @@ std::optional<Hello> parse(std::span<const std::byte, kSize> bytes, const Token&
                            std::string* why) {
   Wire w;
   std::memcpy(&w, bytes.data(), kSize);
-  if (w.magic != kDirectMagic && w.magic != kRelayMagic) {
+  if (w.magic != kDirectMagic && w.magic != kRelayMagic && w.magic != kProbeMagic) {
     *why = "not a libspark tcp hello";
     return std::nullopt;
   }
@@ -57,7 +70,10 @@ std::optional<Hello> parse(std::span<const std::byte, kSize> bytes, const Token&
            " lane " + std::to_string(w.lane) + " outside a job of " + std::to_string(size);
     return std::nullopt;
   }
-  return Hello{w.magic == kRelayMagic, w.rank, w.lane, w.dst};
+  const Kind kind = w.magic == kRelayMagic   ? Kind::relay
+                    : w.magic == kProbeMagic ? Kind::probe
+                                             : Kind::direct;
+  return Hello{kind, w.rank, w.lane, w.dst};
 }
 
 Token random_token() {
@@ -67,8 +83,7 @@ Token random_token() {
     const ssize_t n = ::getrandom(t.data() + got, t.size() - got, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      throw Error(std::string("tcp transport: getrandom for the job token failed: ") +
-                  std::strerror(errno));
+      throw Error(std::string("getrandom for the job token failed: ") + std::strerror(errno));
     got += static_cast<std::size_t>(n);
   }
   return t;
@@ -100,4 +115,4 @@ std::optional<Token> from_hex(std::string_view text) {
   return t;
 }
 
-}  // namespace spark::transport::tcp_hello
+}  // namespace spark::net::hello

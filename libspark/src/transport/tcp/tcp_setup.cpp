@@ -2,9 +2,10 @@
 // (docs/fabric.md: lanes and the probe port published with the endpoint, speakers probe and
 // answer probes, one more fence, the same map on every rank; then serving lanes or relays per
 // peer, and the ring of direct links).
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 
 #include "bootstrap/bootstrap.hpp"
 #include "fabric/probe_protocol.hpp"
@@ -35,10 +36,10 @@ bool uses_fabric(const Setup& s, const TcpOptions& o) {
 }
 
 // Steps 2-3 of the map (step 1, publishing lanes and the probe port, rides on the endpoint
-// fence). `probe_listener`: this rank's socket for the probes (fabric/probe_protocol.hpp).
+// fence; the node's speaker answers probes since then, TcpTransport::answer_probes).
 std::unique_ptr<TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, int rank, int size,
                                         const std::vector<std::string>& nodes,
-                                        std::chrono::milliseconds join, int probe_listener,
+                                        std::chrono::milliseconds join,
                                         const net::hello::Token& token) {
   auto f = std::make_unique<TcpFabric>();
   auto grouped = fabric::group_by_host(nodes);
@@ -53,29 +54,24 @@ std::unique_ptr<TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, int rank, in
   const int n = static_cast<int>(f->hosts.size());
   const int me = f->node_of[static_cast<std::size_t>(rank)];
   const bool speaker = f->speaker[static_cast<std::size_t>(me)] == rank;
-  {
-    // Every lane of a node is probed at its speaker's one probe listener, answered until every
-    // node has probed (the fence).
-    std::optional<fabric::ProbeAnswerer> answerer;
-    if (speaker) answerer.emplace(std::vector<int>{probe_listener}, token, n, me);
-    if (speaker) {
-      std::vector<int> probe_port(static_cast<std::size_t>(n));
-      for (int b = 0; b < n; ++b) {
-        const int r = f->speaker[static_cast<std::size_t>(b)];
-        const auto ports = fabric::decode_ports(get_string(boot, r, "spark.fabric.ports"),
-                                                "rank " + std::to_string(r));
-        if (ports.size() != 1)
-          throw BootstrapError("fabric: rank " + std::to_string(r) +
-                               " published no probe port (a different libspark version?)");
-        probe_port[static_cast<std::size_t>(b)] = ports[0];
-      }
-      auto port = [&](int b, std::size_t) { return probe_port[static_cast<std::size_t>(b)]; };
-      boot.put("spark.fabric.probe",
-               bootstrap::as_bytes(fabric::probe_higher(f->lanes, me, port, join, token)));
+  if (speaker) {
+    // Every lane of a node is probed at its speaker's one probe listener.
+    std::vector<int> probe_port(static_cast<std::size_t>(n));
+    for (int b = 0; b < n; ++b) {
+      const int r = f->speaker[static_cast<std::size_t>(b)];
+      const auto ports = fabric::decode_ports(get_string(boot, r, "spark.fabric.ports"),
+                                              "rank " + std::to_string(r));
+      if (ports.size() != 1)
+        throw BootstrapError("fabric: rank " + std::to_string(r) +
+                             " published no probe port (a different libspark version?)");
+      probe_port[static_cast<std::size_t>(b)] = ports[0];
     }
-    boot.commit();
-    boot.fence(join);
+    auto port = [&](int b, std::size_t) { return probe_port[static_cast<std::size_t>(b)]; };
+    boot.put("spark.fabric.probe",
+             bootstrap::as_bytes(fabric::probe_higher(f->lanes, me, port, join, token)));
   }
+  boot.commit();
+  boot.fence(join);
   std::vector<std::string> published;
   for (int r : f->speaker) published.push_back(get_string(boot, r, "spark.fabric.probe"));
   f->map = fabric::map_from_probes(f->lanes, published);
@@ -105,10 +101,21 @@ std::unique_ptr<Transport> make_tcp(const Setup& s) {
   auto t = std::make_unique<TcpTransport>(s.rank, s.size, s.peers, o);
   if (uses_fabric(s, o)) {
     s.boot->put("spark.fabric.lanes", bootstrap::as_bytes(fabric::encode_lanes(t->data_lanes())));
-    s.boot->put("spark.fabric.ports",
-                bootstrap::as_bytes(fabric::encode_ports({t->open_probe_listener()})));
+    // The node's speaker answers probes from now on (before the endpoint fence: a peer that
+    // probes while this rank is still busy with another transport's set-up is answered).
+    const auto grouped = fabric::group_by_host(s.nodes);
+    const int me = grouped.node_of[static_cast<std::size_t>(s.rank)];
+    if (grouped.speaker[static_cast<std::size_t>(me)] == s.rank)
+      s.boot->put("spark.fabric.ports", bootstrap::as_bytes(fabric::encode_ports({t->answer_probes(
+                                            static_cast<int>(grouped.hosts.size()), me)})));
   }
   return t;
+}
+
+int TcpTransport::answer_probes(int nodes, int me) {
+  probe_listener_.emplace(0, "the fabric probes", SOCK_NONBLOCK);
+  probe_answerer_.emplace(std::vector<int>{probe_listener_->fd()}, opt_.token, nodes, me);
+  return probe_listener_->port();
 }
 
 void TcpTransport::connect(const Setup& s, const std::vector<std::string>& endpoints) {
@@ -119,7 +126,8 @@ void TcpTransport::connect(const Setup& s, const std::vector<std::string>& endpo
         s.nodes[static_cast<std::size_t>(r)] == s.nodes[static_cast<std::size_t>(s.rank)];
   std::unique_ptr<TcpFabric> fab;
   if (uses_fabric(s, opt_)) {
-    fab = learn_fabric(*s.boot, s.rank, s.size, s.nodes, s.join, probe_listener_->fd(), opt_.token);
+    fab = learn_fabric(*s.boot, s.rank, s.size, s.nodes, s.join, opt_.token);
+    probe_answerer_.reset();  // every node has probed (learn_fabric's fence)
     probe_listener_.reset();
     if (!fab->map.fully_connected())
       ring_ = fabric::rank_ring(fabric::ring_order(fab->map), fab->node_of);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fabric/fabric_map.hpp"
+#include "fabric/probe_protocol.hpp"
 #include "net/hello.hpp"
 #include "net/socket.hpp"
 #include "transport/tcp/tcp_relay.hpp"
@@ -79,12 +80,10 @@ class TcpTransport final : public Transport {
   const std::vector<fabric::Lane>& data_lanes() const noexcept { return data_lanes_; }
   /// The listening port.
   int port() const noexcept { return port_; }
-  /// Opens the socket where this rank answers the fabric probes (when the map is learnt:
-  /// tcp_setup.cpp publishes the port with the lanes; closed once the map is known).
-  int open_probe_listener() {
-    probe_listener_.emplace(0, "the fabric probes");
-    return probe_listener_->port();
-  }
+  /// On a node's speaker when the fabric map is learnt (tcp_setup.cpp): opens the socket where
+  /// node `me` (of `nodes`) is probed and answers probes on it until the map is known.
+  /// Returns the port to publish.
+  int answer_probes(int nodes, int me);
   /// Where a relay stall is reported (called from the relay thread; must not throw).
   void set_relay_failure_handler(TcpRelay::OnFailure handler) {
     on_relay_failure_ = std::move(handler);
@@ -164,8 +163,9 @@ class TcpTransport final : public Transport {
   int rank_;
   std::vector<int> peer_ranks_;
   TcpOptions opt_;
-  std::optional<net::Listener> listener_;        ///< closed once every peer has connected
-  std::optional<net::Listener> probe_listener_;  ///< open while the fabric map is learnt
+  std::optional<net::Listener> listener_;                ///< closed once every peer has connected
+  std::optional<net::Listener> probe_listener_;          ///< open while the fabric map is learnt
+  std::optional<fabric::ProbeAnswerer> probe_answerer_;  ///< answers on it; destroyed first
   int port_ = 0;
   std::vector<std::string> addrs_;
   std::vector<fabric::Lane> data_lanes_;      ///< SPARK_DATA_NET lanes (empty: not set)

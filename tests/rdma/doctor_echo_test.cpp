@@ -91,7 +91,7 @@ TEST(DoctorEcho, AListenerThatIsNotTheJobsFailsTheRow) {
   const auto trip =
       tcp_initiate(kLoopback, 0x7f000001u, echo.port(), 4, test, std::chrono::seconds(3), "rank 1");
   echoer.join();
-  EXPECT_NE(trip.error.find("the listener is not this job's rank"), std::string::npos)
+  EXPECT_NE(trip.error.find("the answer is not from 1 to 0 (an echo"), std::string::npos)
       << trip.error;
   EXPECT_EQ(trip.done, 0);
 }

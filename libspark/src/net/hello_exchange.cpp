@@ -123,13 +123,13 @@ std::string ask(int fd, const Hello& mine, const Token& token, int size,
     return "the probe could not be sent";
   std::array<std::byte, kSize> back{};
   if (!move_all(fd, back.data(), back.size(), false, deadline))
-    return "no answer with this job's hello (closed, silent, or not a rank of this job)";
+    return "no answer to the job's hello (a silent peer, or a listener that is not this job's)";
   std::string why;
   const auto h = parse(back, token, size, &why);
-  if (!h) return "the answer is " + why;
+  if (!h) return "the answer is not this job's hello: " + why;
   if (h->kind != Kind::probe || h->rank != mine.dst || h->dst != mine.rank || h->lane != mine.lane)
     return "the answer is not from " + std::to_string(mine.dst) + " to " +
-           std::to_string(mine.rank) + " (an echo, or another test's listener)";
+           std::to_string(mine.rank) + " (an echo, or a listener that is not this job's)";
   return "";
 }
 

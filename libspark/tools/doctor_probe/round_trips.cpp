@@ -90,7 +90,7 @@ TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, 
   why = net::hello::ask(s.get(),
                         {net::hello::Kind::probe, hello.initiator, hello.index, hello.responder},
                         hello.token, hello.size, deadline);
-  if (!why.empty()) return fail("the listener is not this job's rank: " + why);
+  if (!why.empty()) return fail(why);
   const auto tag = static_cast<std::uint64_t>(hello.index);
   std::vector<double> samples;
   for (int k = 1; k <= iters; ++k) {

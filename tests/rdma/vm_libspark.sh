@@ -7,6 +7,9 @@ set -u
 . /vm_lib.sh
 export SPARK_TEST_ROCE=1
 export SPARK_LANES=rxe0
+# TCG on a shared host: the fault tests' lateness and CPU bounds take their emulation values
+# (tests/libspark/multiproc.hpp, emulated()).
+export SPARK_TEST_EMULATED=1
 run collectives_roce_2 libspark_collectives_test --gtest_filter='*roce_2ranks*' --gtest_brief=1
 run collectives_roce_3 libspark_collectives_test --gtest_filter='*roce_3ranks*' --gtest_brief=1
 run fault_roce libspark_fault_test --gtest_filter='*roce*' --gtest_brief=1

@@ -16,8 +16,12 @@
 # --node (default 1), also in /etc/spark_node.
 # --build-only builds the initramfs (with e1000) and prints its path; --initrd boots a built
 # one (two VMs of a pair share one initramfs: the node number comes from the kernel command line).
+# --timeout S bounds the whole run (kernel fetch, initramfs, boot, script): the VM gets what
+# is left after the preparation, so the verdict or the reason for its absence always comes
+# before CTest's TIMEOUT (set 60 s above S), never a bare kill by CTest.
 # Exit code: the script's exit code as printed by the VM's verdict marker; 3 when the VM
-# printed no verdict (crash, timeout); 4 for a harness error (download, build).
+# printed no verdict (crash, timeout; the last case it started is named); 4 for a harness
+# error (download, build).
 set -euo pipefail
 
 cache=${SPARK_VM_CACHE:-/var/cache/sparkrun/vm}
@@ -234,21 +238,29 @@ done
 
 # --- 3. boot ------------------------------------------------------------------------------
 log="$work/console.log"
-echo "vm_run: booting $kver (tcg), console log $log" >&2
+prep_s=$SECONDS
+vm_s=$((timeout_s - prep_s))
+[[ $vm_s -ge 30 ]] || die "preparing the VM took ${prep_s}s of the ${timeout_s}s allowed (--timeout)"
+echo "vm_run: booting $kver (tcg) after ${prep_s}s of preparation, ${vm_s}s left, console log $log" >&2
 set +e
-timeout -k 5 "$timeout_s" qemu-system-x86_64 -accel tcg -m "$mem" -smp "$smp" -nographic \
+timeout -k 5 "$vm_s" qemu-system-x86_64 -accel tcg -m "$mem" -smp "$smp" -nographic \
   -no-reboot "${netargs[@]}" -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$initrd" \
   -append "console=ttyS0 quiet panic=-1 oops=panic no_timer_check spark_node=$node spark_nets=$nets" </dev/null 2>&1 |
   tee "$log" | tr -d '\r'
 qrc=${PIPESTATUS[0]}
 set -e
-verdict=$(tr -d '\r' <"$log" | sed -n 's/^SPARK_VM_VERDICT rc=\([0-9]*\)$/\1/p' | tail -1)
+# A kernel message may land on the console just before the marker, on the same line.
+verdict=$(tr -d '\r' <"$log" | sed -n 's/.*SPARK_VM_VERDICT rc=\([0-9]*\)$/\1/p' | tail -1)
 if [[ -z "$verdict" ]]; then
   if [[ $qrc -eq 124 || $qrc -eq 137 ]]; then
-    echo "vm_run: no verdict: the VM ran past ${timeout_s}s" >&2
+    echo "vm_run: no verdict: the VM ran past its ${vm_s}s (${SECONDS}s in all, --timeout $timeout_s)" >&2
   else
-    echo "vm_run: no verdict: qemu exited with $qrc" >&2
+    echo "vm_run: no verdict: qemu exited with $qrc after ${SECONDS}s" >&2
   fi
+  # The in-VM scripts announce each case with "=== NAME: CMD" (vm_lib.sh run): the last one
+  # is where it stopped.
+  last=$(tr -d '\r' <"$log" | grep -a '^=== ' | tail -1 || true)
+  echo "vm_run: last case line on the console: ${last:-none (the script never started a case)}" >&2
   exit 3
 fi
 echo "vm_run: verdict rc=$verdict" >&2

@@ -74,10 +74,21 @@ busybox_bin=$(command -v busybox)
 # --- 1. the kernel: the real package behind linux-image-amd64, cached by version ----------
 mkdir -p "$cache" 2>/dev/null || die "cannot create cache dir $cache (set SPARK_VM_CACHE)"
 cache=$(cd "$cache" && pwd)
-pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
-[[ -n "$pkg" ]] || die "cannot resolve linux-image-amd64 (apt-get update?)"
+# Each apt-cache run parses every package list (no pkgcache.bin here: ~2 s of CPU, 5 s at
+# load 17) and the answer only moves with the lists: it is kept per state of the lists.
+lists_key=$({ stat -c '%n %s %Y' /var/lib/apt/lists/*Packages* /etc/apt/sources.list* \
+  /etc/apt/preferences* 2>/dev/null || true; } | md5sum | cut -c1-16)
+resolved="$cache/linux-image-amd64.$lists_key"
+pkg="" pver=""
+[[ -r "$resolved" ]] && read -r pkg pver <"$resolved"
+if [[ -z "$pkg" || -z "$pver" ]]; then
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
+  [[ -n "$pkg" ]] || die "cannot resolve linux-image-amd64 (apt-get update?)"
+  pver=$(apt-cache policy "$pkg" | awk '/Candidate:/{print $2; exit}')
+  [[ -n "$pver" ]] || die "no candidate version of $pkg (apt-get update?)"
+  echo "$pkg $pver" >"$resolved.$$" && mv "$resolved.$$" "$resolved"
+fi
 kver=${pkg#linux-image-}
-pver=$(apt-cache policy "$pkg" | awk '/Candidate:/{print $2; exit}')
 kdir="$cache/$pkg-$pver"
 exec 9>"$cache/.lock"
 flock 9  # parallel tests share one download/extract
@@ -131,20 +142,28 @@ done <"$modlist.u"
 # Binaries and every library they load (plus the rxe verbs provider, dlopen'ed by libibverbs).
 provider=$(ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so 2>/dev/null | head -1)
 [[ -n "$provider" ]] || die "rxe provider not found: apt-get install ibverbs-providers"
+# put FILE DEST: copies without debug info. A RelWithDebInfo libspark.so is ~28 MB, ~2.3 MB
+# stripped: the initramfs shrank from 36 MB to a few, which gzip here and the TCG kernel's
+# unpacking at boot both paid for (tens of seconds per VM test under load).
+strip_bin=$(command -v strip || true)
+put() {
+  cp -L "$1" "$2"
+  if [[ -n "$strip_bin" ]]; then "$strip_bin" --strip-debug "$2" 2>/dev/null || true; fi
+}
 copy_with_libs() {  # $1 file, $2 destination path inside root
   local f=$1 dest=$2
   mkdir -p "$root/$(dirname "$dest")"
   rm -f "$root/$dest"
-  cp -L "$f" "$root/$dest"
+  put "$f" "$root/$dest"
   { ldd "$f" 2>/dev/null || true; } | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}' | while read -r lib; do
     [[ -e "$root$lib" ]] && continue
     mkdir -p "$root$(dirname "$lib")"
-    cp -L "$lib" "$root$lib"
+    put "$lib" "$root$lib"
     # Libraries from the build tree (libspark.so) may live under /tmp, which the VM's init
     # covers with a tmpfs: also put them where ld.so always looks.
     case "$lib" in
       /lib/* | /usr/lib/* | /lib64/*) ;;
-      *) mkdir -p "$root/lib/x86_64-linux-gnu" && cp -L "$lib" "$root/lib/x86_64-linux-gnu/$(basename "$lib")" ;;
+      *) mkdir -p "$root/lib/x86_64-linux-gnu" && put "$lib" "$root/lib/x86_64-linux-gnu/$(basename "$lib")" ;;
     esac
   done
 }

@@ -31,6 +31,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
@@ -197,6 +198,11 @@ int run(int argc, char** argv) {
     if (boot->rank() == 0) {
       rows.push_back({boot->node_id(), 0, "job", "-", "-", Status::fail, "-", e.what()});
       std::cout << render_job(rows) << std::flush;
+    } else if (dynamic_cast<const BootstrapError*>(&e) != nullptr) {
+      // A fence timed out: the PMIx server times it out for every rank at once, and rank 0's
+      // table must come out before another rank's abort stops the job (rank 0's abort ends
+      // this rank; when rank 0 is the one that hangs, this abort ends the job 2 s later).
+      std::this_thread::sleep_for(std::chrono::seconds(2));
     }
     boot->abort(1, msg);
   }

@@ -29,7 +29,8 @@ class Hub {
     r.in[rank] = in;
     ++r.arrived;
     cv_.notify_all();
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const std::chrono::milliseconds timeout = timeout_;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (r.arrived < size_) {
       if (cancelled_) throw spark::Error("hub cancelled");
       if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && r.arrived < size_) {
@@ -42,7 +43,7 @@ class Hub {
           }
         }
         rec.seq = n + 1;
-        rec.waited_ms = static_cast<std::uint32_t>(timeout_.count());
+        rec.waited_ms = static_cast<std::uint32_t>(timeout.count());
         rec.timeout_ms = rec.waited_ms;
         std::strcpy(rec.lane, "hub");
         std::strcpy(rec.op, "allgather");
@@ -55,6 +56,12 @@ class Hub {
     ++r.departed;
     cv_.notify_all();
     while (r.departed < size_ && !cancelled_) cv_.wait(lock);  // inputs stay valid till all copied
+  }
+
+  /// For the exchanges that start from now on.
+  void set_timeout(std::chrono::milliseconds timeout) {
+    std::lock_guard lock(mu_);
+    timeout_ = timeout;
   }
 
   void cancel() {

@@ -44,6 +44,9 @@ void Proxy::run() noexcept {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+  // Stopped: a record a kernel wrote since the last poll is reported all the same (the group
+  // abort must not depend on whether this thread was scheduled before the stop).
+  if (sk::is_failed(ch_.ctl)) report();
 }
 
 void Proxy::report() noexcept {

@@ -25,12 +25,14 @@ class Proxy {
   using Exchange = std::function<void(const void* in, void* out, std::size_t bytes)>;
 
   /// Called once, from the proxy thread, when the control block turns failed (written by a
-  /// kernel, by this proxy, or by anyone else): the place to report the group abort.
+  /// kernel, by this proxy, or by anyone else), at the latest when the proxy is destroyed: the
+  /// place to report the group abort.
   using OnFailure = std::function<void(const kernels::FailureRecordData&)>;
 
   /// `host_view` is the Channel with host addresses. The thread starts at once.
   Proxy(const kernels::Channel& host_view, Exchange exchange, OnFailure on_failure = nullptr);
-  /// Stops and joins the thread. An exchange in progress ends with its own deadline.
+  /// Stops and joins the thread. An exchange in progress ends with its own deadline; a failure
+  /// recorded by then and not yet reported is reported first.
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;

@@ -29,11 +29,11 @@ class Hub {
     r.in[rank] = in;
     ++r.arrived;
     cv_.notify_all();
-    const std::chrono::milliseconds timeout = timeout_;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto start = std::chrono::steady_clock::now();
     while (r.arrived < size_) {
       if (cancelled_) throw spark::Error("hub cancelled");
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && r.arrived < size_) {
+      const std::chrono::milliseconds timeout = timeout_;  // set_timeout() applies at once
+      if (cv_.wait_until(lock, start + timeout) == std::cv_status::timeout && r.arrived < size_) {
         spark::FailureRecord rec;
         rec.rank = rank;
         for (int p = 0; p < size_; ++p) {
@@ -58,10 +58,18 @@ class Hub {
     while (r.departed < size_ && !cancelled_) cv_.wait(lock);  // inputs stay valid till all copied
   }
 
-  /// For the exchanges that start from now on.
+  /// Also for the exchanges waiting now (counted from their start, as if set before).
   void set_timeout(std::chrono::milliseconds timeout) {
     std::lock_guard lock(mu_);
     timeout_ = timeout;
+    cv_.notify_all();
+  }
+
+  /// How many ranks have entered the exchange of sequence number `seq` (1, 2, ...).
+  int arrived(std::uint64_t seq) {
+    std::lock_guard lock(mu_);
+    const auto it = rounds_.find(seq - 1);
+    return it == rounds_.end() ? 0 : it->second.arrived;
   }
 
   void cancel() {

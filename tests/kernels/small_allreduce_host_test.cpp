@@ -183,8 +183,9 @@ TEST(SmallAllreduceHostFault, PeerNeverArrivesProxyRecordsIt) {
   // One output per rank: ranks run at the same time (one buffer would be a data race).
   std::vector<float> x(8, 1.0f);
   std::vector<std::vector<float>> y(3, std::vector<float>(8));
-  // One good round first, so the failing one is seq 2. Its deadline is long: starting the
-  // threads can take most of 300 ms (up to ~240 ms seen under ThreadSanitizer, 2 busy cores).
+  // One good round first, so the failing one is seq 2. Deadlines are long until ranks 0 and 1
+  // are both in seq 2's exchange: the 300 ms are for rank 2's absence, not for scheduling (on
+  // 2 busy cores under ThreadSanitizer, the ranks' threads got there up to 240 ms apart).
   {
     std::vector<std::thread> ts;
     for (Rank* r : {&r1, &r2})
@@ -196,8 +197,11 @@ TEST(SmallAllreduceHostFault, PeerNeverArrivesProxyRecordsIt) {
               sk::KernelStatus::done);
     for (auto& t : ts) t.join();
   }
-  hub.set_timeout(300ms);
   const auto t0 = std::chrono::steady_clock::now();
+  std::thread shorten([&] {
+    for (int i = 0; i < 5000 && hub.arrived(2) < 2; ++i) std::this_thread::sleep_for(2ms);
+    hub.set_timeout(300ms);
+  });
   std::thread t1([&] {
     EXPECT_EQ(r1.run<float>(x.data(), y[1].data(), 8, DType::f32, ReduceOp::sum),
               sk::KernelStatus::failed);
@@ -205,6 +209,7 @@ TEST(SmallAllreduceHostFault, PeerNeverArrivesProxyRecordsIt) {
   EXPECT_EQ(r0.run<float>(x.data(), y[0].data(), 8, DType::f32, ReduceOp::sum),
             sk::KernelStatus::failed);
   t1.join();
+  shorten.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);  // well before the 20 s grace
   for (Rank* r : {&r0, &r1}) {
     // The kernel stops as soon as the proxy has claimed the record (state writing): read it

@@ -23,7 +23,7 @@ namespace spark::launch {
 
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kFabricUsage =
     "usage: sparkrun fabric [--write FILE] [--fabric FILE] LAUNCH-OPTIONS\n"
     "  Discovers which lane of each host reaches which peer (one rank per host) and prints\n"
     "  the map: direct lanes per peer, or the neighbour that relays.\n"
@@ -48,7 +48,7 @@ std::string discover_program() {
 
 int fabric_main(int argc, char** argv) {
   CLI::App app{"sparkrun fabric", "sparkrun fabric"};
-  app.set_help_flag();  // kUsage is the help
+  app.set_help_flag();  // kFabricUsage is the help
   bool help = false;
   std::string write_file, pinned_file;
   app.add_flag("-h,--help", help);
@@ -61,7 +61,7 @@ int fabric_main(int argc, char** argv) {
       throw UsageError("'--': give launch options only, no program");
     }
     if (help) {
-      std::cout << kUsage;
+      std::cout << kFabricUsage;
       return 0;
     }
     if (app.count("--write") > 0 && write_file.empty())

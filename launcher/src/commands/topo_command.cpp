@@ -30,7 +30,7 @@ topo::EnvLookup env_lookup() {
   };
 }
 
-constexpr const char* kUsage =
+constexpr const char* kTopoUsage =
     "usage: sparkrun topo [--topology FILE] [--nccl-env [-n N] [--control-net IFACE]\n"
     "                     [--ib-sysfs DIR]]\n"
     "Shows the machine as sparkrun's binding sees it: core kinds and which source decided\n"
@@ -81,7 +81,7 @@ std::string nccl_lines(const topo::Topology& topology, int ranks, std::string co
 
 int topo_main(int argc, char** argv) {
   CLI::App app{"sparkrun topo", "sparkrun topo"};
-  app.set_help_flag();  // kUsage is the help
+  app.set_help_flag();  // kTopoUsage is the help
   bool help = false;
   bool nccl = false;
   std::string file, control, ib_root(kIbSysfsRoot), ranks_text = "1";
@@ -97,7 +97,7 @@ int topo_main(int argc, char** argv) {
     return report_usage_error(e.what(), "sparkrun topo");
   }
   if (help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(kTopoUsage, stdout);
     return 0;
   }
   int ranks = 1;

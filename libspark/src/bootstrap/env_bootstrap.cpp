@@ -20,7 +20,6 @@ namespace spark::bootstrap {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kNodeKey = "spark.node_id";
 // A server answer to a fence may arrive a little after the fence's own deadline.
 constexpr auto kReplyGrace = std::chrono::seconds(5);
 
@@ -42,12 +41,12 @@ class EnvBootstrap final : public Bootstrap {
         join_timeout_(config.join_timeout_ms()) {
     if (params_.size > 1) connect();
     // Exchange node ids: local rank and size follow from them.
-    put(kNodeKey, as_bytes(node_id_));
+    put(kNodeIdKey, as_bytes(node_id_));
     commit();
     fence(join_timeout_);
     std::vector<std::string> ids;
     ids.reserve(static_cast<std::size_t>(params_.size));
-    for (int r = 0; r < params_.size; ++r) ids.push_back(to_string(get(r, kNodeKey)));
+    for (int r = 0; r < params_.size; ++r) ids.push_back(to_string(get(r, kNodeIdKey)));
     layout_ = derive_layout(ids, params_.rank);
   }
 

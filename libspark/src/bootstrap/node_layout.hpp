@@ -14,6 +14,10 @@ struct NodeLayout {
   int local_size = 1;
 };
 
+/// The bootstrap key under which every rank publishes its node id for derive_layout (the
+/// bootstraps without a launcher's layout: environment and store rendezvous).
+inline constexpr const char* kNodeIdKey = "spark.node_id";
+
 /// node_ids[r] is rank r's node id.
 NodeLayout derive_layout(const std::vector<std::string>& node_ids, int rank);
 

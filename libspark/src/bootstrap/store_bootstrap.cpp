@@ -20,8 +20,6 @@
 namespace spark::bootstrap {
 namespace {
 
-constexpr const char* kNodeKey = "spark.node_id";
-
 // One rank's entries, in the env rendezvous' own record format (wire.hpp, fence_ok: u32 n,
 // n x (u32 rank, str key, bytes value)).
 std::vector<std::byte> encode(int rank,
@@ -42,12 +40,12 @@ class StoreBootstrap final : public Bootstrap {
         size_(size),
         node_id_(local_node_id(config)),
         join_timeout_(config.join_timeout_ms()) {
-    put(kNodeKey, as_bytes(node_id_));
+    put(kNodeIdKey, as_bytes(node_id_));
     commit();
     fence(join_timeout_);
     std::vector<std::string> ids;
     ids.reserve(static_cast<std::size_t>(size_));
-    for (int r = 0; r < size_; ++r) ids.push_back(to_string(get(r, kNodeKey)));
+    for (int r = 0; r < size_; ++r) ids.push_back(to_string(get(r, kNodeIdKey)));
     layout_ = derive_layout(ids, rank_);
   }
 

@@ -63,6 +63,7 @@ class ShmTransport final : public Transport {
     Mapping map;           ///< the peer's segment
     int pidfd = -1;
     std::uint32_t sent = 0;
+    std::uint32_t tail_seen = 0;  ///< the receiver's tail when last read (credits)
     std::uint32_t received = 0;
     bool gone = false;
   };

@@ -18,8 +18,8 @@ constexpr std::size_t kBig = 8u << 20;  // bytes, for a subset
 int check_allreduce(CommunicatorImpl& comm, int& salt) {
   int errors = 0;
   const int n = comm.size();
-  for (AllreduceAlgo algo :
-       {AllreduceAlgo::automatic, AllreduceAlgo::one_shot, AllreduceAlgo::two_phase}) {
+  for (AllreduceAlgo algo : {AllreduceAlgo::automatic, AllreduceAlgo::one_shot,
+                             AllreduceAlgo::two_phase, AllreduceAlgo::single_copy}) {
     comm.set_allreduce_algo(algo);
     for (DType dt : kAllDTypes)
       for (ReduceOp op : kAllOps)
@@ -239,7 +239,8 @@ TEST(Determinism, FixedRankOrderForF32AndBf16) {
       const float f[4] = {1e8f, 1.0f, -1e8f, 1.0f};  // ((1e8+1)-1e8)+1 = 1, (1+1)+(1e8-1e8) = 2
       const float big = 33554432.0f;                 // 2^25: exact in bf16, 2^25+1 is not in float
       const float b[4] = {big, 1.0f, -big, 1.0f};
-      for (AllreduceAlgo algo : {AllreduceAlgo::one_shot, AllreduceAlgo::two_phase}) {
+      for (AllreduceAlgo algo :
+           {AllreduceAlgo::one_shot, AllreduceAlgo::two_phase, AllreduceAlgo::single_copy}) {
         comm.set_allreduce_algo(algo);
         std::vector<float> x(1000, f[rank]);
         comm.allreduce(x.data(), x.data(), x.size(), DType::f32, ReduceOp::sum);

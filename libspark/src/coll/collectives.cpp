@@ -11,7 +11,9 @@
 //  Data moves in slot-sized pieces; piece k of every peer is handled in lock step so the
 //  mailboxes (slots per peer) bound the memory in flight and the loops cannot deadlock.
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "coll/reduce.hpp"
@@ -69,10 +71,98 @@ void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count
   const std::size_t bytes = count * dtype_size(dtype);
   const bool one_shot = algo_ == AllreduceAlgo::one_shot ||
                         (algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_);
+  const bool single_copy = algo_ == AllreduceAlgo::single_copy ||
+                           (algo_ == AllreduceAlgo::automatic && bytes >= single_copy_min_);
   if (one_shot)
     allreduce_one_shot(in, out, count, dtype, op);
-  else
+  else if (!(single_copy && all_peers_shm() && allreduce_single_copy(in, out, count, dtype, op)))
     allreduce_two_phase(in, out, count, dtype, op, true);
+}
+
+bool CommunicatorImpl::all_peers_shm() const noexcept {
+  for (int p = 0; p < size_; ++p) {
+    const transport::Transport* t = by_peer_[static_cast<std::size_t>(p)];
+    if (p != rank_ && (t == nullptr || t->name() != "shm")) return false;
+  }
+  return true;
+}
+
+// Single copy, for ranks of one node whose processes may read and write each other's memory
+// (process_vm_readv/writev). Step 0: every rank tells every peer where its buffers are (and
+// whether it reaches every peer); all ranks see all answers, so they agree on falling back.
+// Then the owner of chunk r reads chunk r of every peer's input (into a cached piece), folds
+// the n inputs in rank order into its own output and writes the result into every peer's
+// output: each region of each buffer is touched by its chunk's owner alone, so in place is
+// safe. Step 1: an empty message to every peer says "done with your buffers"; a rank returns
+// once every peer said so. Two exchanges per call, none per piece: a peer that is not
+// scheduled does not hold the others up until the end (the two-phase path hands every piece
+// over, and on a loaded machine each hand-off can cost a time slice); each byte is copied once
+// in each direction instead of twice.
+bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count,
+                                             DType dtype, ReduceOp op) {
+  struct Buffers {
+    std::uint64_t in, out;
+    std::uint32_t reaches_all, unused;
+  };
+  const std::size_t es = dtype_size(dtype), pe = piece_ / es;
+  const std::uint64_t desc_count = op_.call.count;
+  const auto n = static_cast<std::size_t>(size_);
+  bool ok = true;
+  for (int i = 1; i < size_; ++i) {
+    const int p = peer_at(rank_, size_, i);
+    if (!by_peer_[static_cast<std::size_t>(p)]->can_access_peer(world_rank(p))) ok = false;
+  }
+  const Buffers mine{reinterpret_cast<std::uintptr_t>(in), reinterpret_cast<std::uintptr_t>(out),
+                     ok ? 1u : 0u, 0};
+  std::vector<Buffers> theirs(n);
+  for (int i = 1; i < size_; ++i)
+    post(peer_at(rank_, size_, i), 0, 0, &mine, sizeof mine, desc_count);
+  for (int i = 1; i < size_; ++i) {
+    const int p = peer_at(rank_, size_, i);
+    transport::RecvView v = take(p, 0, 0, sizeof mine, desc_count);
+    std::memcpy(&theirs[static_cast<std::size_t>(p)], v.data, sizeof mine);
+    give_back(p);
+    if (theirs[static_cast<std::size_t>(p)].reaches_all == 0) ok = false;
+  }
+  if (!ok) return false;
+
+  auto copy = [&](int p, void* local, std::uint64_t remote, std::size_t bytes, bool write) {
+    transport::Transport& t = *by_peer_[static_cast<std::size_t>(p)];
+    const int wp = world_rank(p);
+    if (const int err = t.access_peer(wp, local, remote, bytes, write); err != 0)
+      fail(err == ESRCH ? FailureCause::peer_closed : FailureCause::peer_error, p,
+           t.lane_name(wp, transport::WaitKind::data), 0, 0,
+           timeout_ms_.load(std::memory_order_relaxed),
+           std::string("cross-memory ") + (write ? "write to" : "read from") + " rank " +
+               std::to_string(wp) + "'s buffer: " + std::strerror(err));
+  };
+  std::vector<std::byte>& stage = world_->stage_;
+  if (stage.size() < (n - 1) * piece_) stage.resize((n - 1) * piece_);
+  std::vector<const void*> inputs(n);
+  const Range chunk = block(count, size_, rank_);
+  for (std::size_t b = 0; b < chunk.len; b += pe) {
+    const std::size_t len = std::min(pe, chunk.len - b), off = (chunk.begin + b) * es;
+    for (int i = 1; i < size_; ++i) {
+      const int p = peer_at(rank_, size_, i);
+      std::byte* piece_in = stage.data() + static_cast<std::size_t>(i - 1) * piece_;
+      copy(p, piece_in, theirs[static_cast<std::size_t>(p)].in + off, len * es, false);
+      inputs[static_cast<std::size_t>(p)] = piece_in;
+    }
+    inputs[static_cast<std::size_t>(rank_)] = in + off;
+    coll::reduce_n(out + off, inputs.data(), size_, len, dtype, op);
+    for (int i = 1; i < size_; ++i) {
+      const int p = peer_at(rank_, size_, i);
+      copy(p, out + off, theirs[static_cast<std::size_t>(p)].out + off, len * es, true);
+    }
+  }
+  for (int i = 1; i < size_; ++i) post(peer_at(rank_, size_, i), 1, 0, nullptr, 0, desc_count);
+  for (int i = 1; i < size_; ++i) {
+    const int p = peer_at(rank_, size_, i);
+    (void)take(p, 1, 0, 0, desc_count);
+    give_back(p);
+  }
+  drain();
+  return true;
 }
 
 void CommunicatorImpl::allreduce_one_shot(const std::byte* in, std::byte* out, std::size_t count,

@@ -24,7 +24,8 @@
 namespace spark {
 
 /// Algorithm choice for allreduce (auto picks by size; the others are for measurements).
-enum class AllreduceAlgo : std::uint8_t { automatic, one_shot, two_phase };
+/// single_copy falls back to two_phase where a rank cannot reach every peer's memory.
+enum class AllreduceAlgo : std::uint8_t { automatic, one_shot, two_phase, single_copy };
 
 class CommunicatorImpl {
  public:
@@ -152,6 +153,12 @@ class CommunicatorImpl {
                           ReduceOp op);
   void allreduce_two_phase(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
                            ReduceOp op, bool gather);
+  /// Every peer over shm (one node): the single-copy allreduce is possible there.
+  bool all_peers_shm() const noexcept;
+  /// Cross-memory attach: false (after agreeing on it with every peer) when some rank cannot
+  /// reach some peer's memory; the caller then runs the two-phase allreduce.
+  bool allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
+                             ReduceOp op);
   // ring algorithms over ring_ (coll/ring.cpp): pure data movement, so results stay bitwise
   // the same as the direct algorithms'
   bool use_ring(std::size_t bytes) const noexcept;
@@ -197,6 +204,10 @@ class CommunicatorImpl {
   Op op_;
   AllreduceAlgo algo_ = AllreduceAlgo::automatic;
   std::size_t one_shot_max_ = 16 * 1024;  ///< set at wire-up from the measured crossover
+  /// From here up, ranks that all share one node use the single-copy allreduce (measured,
+  /// docs/collectives.md).
+  std::size_t single_copy_min_ = 256 * 1024;
+  std::vector<std::byte> stage_;  ///< the world's: peers' pieces read for the single-copy fold
   /// Rank ring over direct links when the fabric map is not fully connected (docs/fabric.md);
   /// empty otherwise. Identical on every rank. Set at wire-up; used by coll/ring.cpp.
   std::vector<int> ring_;

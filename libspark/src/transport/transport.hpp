@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -160,6 +161,18 @@ class Transport {
   virtual void block(int peer, WaitKind kind, std::chrono::microseconds max) = 0;
   /// Whether the peer is still there; `detail` gets a reason when it is not.
   virtual PeerState peer_state(int peer, std::string* detail) = 0;
+
+  // --- single copy (optional): reading and writing the peer process's memory ---------------
+  /// True when this process can copy straight from and into the peer's address space (shm
+  /// with cross-memory attach, process_vm_readv/writev, tested at connect). Large collectives
+  /// then copy once, without the peer's CPU and without slots (coll/collectives.cpp).
+  virtual bool can_access_peer(int /*peer*/) const noexcept { return false; }
+  /// Copies `bytes` between local `local` and `remote` in the peer's address space (`write`:
+  /// local -> remote). Returns 0, or the errno that stopped it (ESRCH: the peer is gone).
+  virtual int access_peer(int /*peer*/, void* /*local*/, std::uint64_t /*remote*/,
+                          std::size_t /*bytes*/, bool /*write*/) {
+    return ENOSYS;
+  }
 };
 
 }  // namespace spark::transport

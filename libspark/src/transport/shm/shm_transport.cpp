@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -137,8 +138,33 @@ ShmTransport::Peer& ShmTransport::peer(int rank) {
 }
 
 std::string ShmTransport::endpoint() const {
-  return name_ + ";" + std::to_string(::getpid()) + ";" + pid_namespace();
+  return name_ + ";" + std::to_string(::getpid()) + ";" + pid_namespace() + ";" +
+         std::to_string(reinterpret_cast<std::uintptr_t>(&probe_[0]));
 }
+
+namespace {
+
+// One process_vm_readv/writev until done; 0 or the errno.
+int cross_copy(int pid, void* local, std::uint64_t remote, std::size_t bytes, bool write) {
+  auto* l = static_cast<std::byte*>(local);
+  while (bytes > 0) {
+    iovec li{l, bytes};
+    iovec ri{reinterpret_cast<void*>(static_cast<std::uintptr_t>(remote)), bytes};
+    const ssize_t n = write ? ::process_vm_writev(pid, &li, 1, &ri, 1, 0)
+                            : ::process_vm_readv(pid, &li, 1, &ri, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EFAULT;
+    l += n;
+    remote += static_cast<std::uint64_t>(n);
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
 
 void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
   auto p = std::make_unique<Peer>();
@@ -149,7 +175,9 @@ void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
                 std::to_string(peer_rank));
   std::string seg = endpoint.substr(0, a);
   int pid = std::stoi(endpoint.substr(a + 1, b - a - 1));
-  std::string ns = endpoint.substr(b + 1);
+  const auto c = endpoint.find(';', b + 1);
+  std::string ns = endpoint.substr(b + 1, c == std::string::npos ? c : c - b - 1);
+  const std::uint64_t probe = c == std::string::npos ? 0 : std::stoull(endpoint.substr(c + 1));
   int fd = ::shm_open(seg.c_str(), O_RDWR, 0);
   if (fd < 0) fail_errno("shm_open(" + seg + ") of rank " + std::to_string(peer_rank));
   p->map.bytes = region_bytes_ * node_ranks_.size();
@@ -167,6 +195,15 @@ void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
   // A dead peer is noticed through a pidfd (readable once the process has exited), but only
   // when both share a pid namespace; otherwise the timeout catches it.
   if (ns == pid_namespace()) p->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  // Cross-memory attach (single-copy collectives) needs the same pid namespace and ptrace
+  // rights over the peer (same user; Yama's ptrace_scope and seccomp may forbid it): read the
+  // peer's probe word and write it back. Without it, everything goes through the slots.
+  if (ns == pid_namespace() && probe != 0) {
+    std::uint64_t word[8];
+    p->pid = pid;
+    p->cma = cross_copy(pid, word, probe, sizeof word, false) == 0 &&
+             cross_copy(pid, word, probe, sizeof word, true) == 0;
+  }
   peers_[static_cast<std::size_t>(peer_rank)] = std::move(p);
 }
 
@@ -251,6 +288,16 @@ void ShmTransport::block(int peer_rank, WaitKind kind, std::chrono::microseconds
     if (p.sent - t >= opt_.slots) futex(&p.tx->ctl.tail, FUTEX_WAIT, t, &ts);
     p.tx->ctl.tx_waiting.store(0, std::memory_order_relaxed);
   }
+}
+
+bool ShmTransport::can_access_peer(int peer_rank) const noexcept {
+  const auto& p = peers_[static_cast<std::size_t>(peer_rank)];
+  return p && p->cma;
+}
+
+int ShmTransport::access_peer(int peer_rank, void* local, std::uint64_t remote, std::size_t bytes,
+                              bool write) {
+  return cross_copy(peer(peer_rank).pid, local, remote, bytes, write);
 }
 
 PeerState ShmTransport::peer_state(int peer_rank, std::string* detail) {

@@ -26,7 +26,8 @@ class ShmTransport final : public Transport {
   ShmTransport(const ShmTransport&) = delete;
   ShmTransport& operator=(const ShmTransport&) = delete;
 
-  /// What peers need to attach: "segment-name;pid;pid-namespace".
+  /// What peers need to attach: "segment-name;pid;pid-namespace;probe-address" (the probe
+  /// word is where peers test that they may read and write this process's memory).
   std::string endpoint() const override;
   /// Maps every peer's segment (attach) from its endpoint string.
   void connect(const Setup& setup, const std::vector<std::string>& endpoints) override;
@@ -49,6 +50,9 @@ class ShmTransport final : public Transport {
   bool has_pending() const noexcept override { return false; }
   void block(int peer, WaitKind kind, std::chrono::microseconds max) override;
   PeerState peer_state(int peer, std::string* detail) override;
+  bool can_access_peer(int peer) const noexcept override;
+  int access_peer(int peer, void* local, std::uint64_t remote, std::size_t bytes,
+                  bool write) override;
 
   struct Region;  // shared layout, see .cpp
 
@@ -62,6 +66,8 @@ class ShmTransport final : public Transport {
     Region* tx = nullptr;  ///< messages to the peer: my region in the peer's segment
     Mapping map;           ///< the peer's segment
     int pidfd = -1;
+    int pid = 0;
+    bool cma = false;  ///< process_vm_readv/writev into the peer work (tested at attach)
     std::uint32_t sent = 0;
     std::uint32_t tail_seen = 0;  ///< the receiver's tail when last read (credits)
     std::uint32_t received = 0;
@@ -78,6 +84,8 @@ class ShmTransport final : public Transport {
   std::string name_;
   Mapping own_;
   bool unlinked_ = false;
+  /// Peers read and write this (never read here) to test cross-memory attach.
+  alignas(64) std::uint64_t probe_[8] = {};
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank (null if not shm)
 };
 

@@ -88,6 +88,7 @@ ShmTransport::ShmTransport(int rank, int size, std::vector<int> node_ranks,
   peers_.resize(static_cast<std::size_t>(size));
   std::random_device rd;
   name_ = protocol::shm_segment::name(job_id, node_id, rank, ::getpid(), rd());
+  probe_[0] = (std::uint64_t{rd()} << 32 | rd()) | 1;  // the cookie; never 0
   int fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) fail_errno("shm_open(" + name_ + ")");
   own_.bytes = region_bytes_ * node_ranks_.size();
@@ -139,7 +140,8 @@ ShmTransport::Peer& ShmTransport::peer(int rank) {
 
 std::string ShmTransport::endpoint() const {
   return name_ + ";" + std::to_string(::getpid()) + ";" + pid_namespace() + ";" +
-         std::to_string(reinterpret_cast<std::uintptr_t>(&probe_[0]));
+         std::to_string(reinterpret_cast<std::uintptr_t>(&probe_[0])) + ";" +
+         std::to_string(probe_[0]);
 }
 
 namespace {
@@ -176,8 +178,11 @@ void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
   std::string seg = endpoint.substr(0, a);
   int pid = std::stoi(endpoint.substr(a + 1, b - a - 1));
   const auto c = endpoint.find(';', b + 1);
+  const auto d = c == std::string::npos ? c : endpoint.find(';', c + 1);
   std::string ns = endpoint.substr(b + 1, c == std::string::npos ? c : c - b - 1);
-  const std::uint64_t probe = c == std::string::npos ? 0 : std::stoull(endpoint.substr(c + 1));
+  const std::uint64_t probe =
+      d == std::string::npos ? 0 : std::stoull(endpoint.substr(c + 1, d - c - 1));
+  const std::uint64_t cookie = d == std::string::npos ? 0 : std::stoull(endpoint.substr(d + 1));
   int fd = ::shm_open(seg.c_str(), O_RDWR, 0);
   if (fd < 0) fail_errno("shm_open(" + seg + ") of rank " + std::to_string(peer_rank));
   p->map.bytes = region_bytes_ * node_ranks_.size();
@@ -197,11 +202,13 @@ void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
   if (ns == pid_namespace()) p->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   // Cross-memory attach (single-copy collectives) needs the same pid namespace and ptrace
   // rights over the peer (same user; Yama's ptrace_scope and seccomp may forbid it): read the
-  // peer's probe word and write it back. Without it, everything goes through the slots.
-  if (ns == pid_namespace() && probe != 0) {
+  // peer's probe word and write it back. Without it, everything goes through the slots. The
+  // word must hold the peer's random cookie: an emulator (qemu-user) or a kernel that maps
+  // addresses differently would otherwise pass the test and copy the wrong bytes.
+  if (ns == pid_namespace() && probe != 0 && cookie != 0) {
     std::uint64_t word[8];
     p->pid = pid;
-    p->cma = cross_copy(pid, word, probe, sizeof word, false) == 0 &&
+    p->cma = cross_copy(pid, word, probe, sizeof word, false) == 0 && word[0] == cookie &&
              cross_copy(pid, word, probe, sizeof word, true) == 0;
   }
   peers_[static_cast<std::size_t>(peer_rank)] = std::move(p);

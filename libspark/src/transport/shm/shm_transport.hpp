@@ -26,8 +26,9 @@ class ShmTransport final : public Transport {
   ShmTransport(const ShmTransport&) = delete;
   ShmTransport& operator=(const ShmTransport&) = delete;
 
-  /// What peers need to attach: "segment-name;pid;pid-namespace;probe-address" (the probe
-  /// word is where peers test that they may read and write this process's memory).
+  /// What peers need to attach: "segment-name;pid;pid-namespace;probe-address;cookie" (the probe
+  /// word, holding the cookie, is where peers test that they may read and write this process's
+  /// memory).
   std::string endpoint() const override;
   /// Maps every peer's segment (attach) from its endpoint string.
   void connect(const Setup& setup, const std::vector<std::string>& endpoints) override;

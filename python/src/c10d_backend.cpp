@@ -76,8 +76,12 @@ DType dtype_of(const at::Tensor& t) {
 }
 
 const at::Tensor& checked(const at::Tensor& t) {
+  // No device path in the backend (no copy to host behind the user's back either: a silent
+  // device-host round trip per call would hide where the time goes).
   TORCH_CHECK(t.device().is_cpu(), "backend spark: ", t.device(),
-              " tensors are not supported yet; pass CPU tensors (or use backend nccl for GPUs)");
+              " tensors are not supported: backend spark takes CPU tensors (t.cpu(), and copy "
+              "the result back), or give GPU tensors to a group of backend nccl, e.g. "
+              "dist.new_group(backend=\"nccl\")");
   TORCH_CHECK(t.is_contiguous(),
               "backend spark: the tensor is not contiguous; pass "
               "t.contiguous()");

@@ -28,9 +28,9 @@ long ms_since(Clock::time_point t) {
 
 // Runs one allreduce expecting a CommFailure; checks the record with `check` (returns errors).
 template <class Check>
-int expect_failure(CommunicatorImpl& comm, Check&& check) {
+int expect_failure(CommunicatorImpl& comm, Check&& check, std::size_t count = 1024) {
   int errors = 0;
-  std::vector<float> v(1024, 1.0f);
+  std::vector<float> v(count, 1.0f);
   const auto t0 = Clock::now();
   try {
     comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
@@ -95,6 +95,37 @@ TEST_P(Fault, KilledPeerFailsSurvivorsFast) {
       RANK_CHECK(elapsed < 5000, "took %ld ms to notice a dead peer", elapsed);
       return errors;
     });
+    return errors == 0 ? 0 : 1;
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_EQ(codes[2], 128 + SIGKILL);
+}
+
+// 1 MiB: on shm the single-copy allreduce (a healthy one first, then a peer dies), on the
+// network the two-phase one.
+TEST_P(Fault, KilledPeerFailsLargeAllreduce) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = GetParam();
+  spec.timeout_ms = 20000;
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    int errors = 0;
+    std::vector<float> v(256 * 1024, 1.0f);
+    comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
+    RANK_CHECK(v[0] == 3.0f && v.back() == 3.0f, "healthy 1 MiB allreduce gave %g",
+               static_cast<double>(v[0]));
+    if (rank == 2) ::raise(SIGKILL);
+    errors += expect_failure(
+        comm,
+        [&](const FailureRecord& r, long elapsed) {
+          int errors = 0;
+          RANK_CHECK(r.cause == FailureCause::peer_closed, "cause %d", static_cast<int>(r.cause));
+          RANK_CHECK(r.peer == 2, "peer %d", r.peer);
+          RANK_CHECK(elapsed < 5000, "took %ld ms to notice a dead peer", elapsed);
+          return errors;
+        },
+        256 * 1024);
     return errors == 0 ? 0 : 1;
   });
   EXPECT_EQ(codes[0], 0);

@@ -74,6 +74,7 @@ struct Node {
   std::vector<std::string> command;
   pid_t agent = -1;
   bool agent_ended = true;
+  int agent_status = 0;  ///< waitpid's status once agent_ended
   bool authenticated = false;
   bool done = false;
   bool lost = false;
@@ -88,6 +89,7 @@ class Coordinator {
         timeout_timer_(io_),
         connect_timer_(io_),
         finish_timer_(io_),
+        agent_timer_(io_),
         sig_(io_) {}
   ~Coordinator() {
     for (auto& n : nodes_) {
@@ -110,6 +112,7 @@ class Coordinator {
   void on_authenticated(std::uint32_t i);
   void on_message(std::uint32_t i, const ctl::Frame& f);
   void on_lost(std::uint32_t i, const std::string& reason);
+  void agent_exited_early(Node& n);
   void fail(int code, const std::string& line, bool print);
   void begin_abort(bool now);
   void check_finished();
@@ -121,6 +124,7 @@ class Coordinator {
   std::unique_ptr<ctl::ControlServer> server_;
   std::vector<Node> nodes_;
   asio::steady_timer timeout_timer_, connect_timer_, finish_timer_;
+  asio::steady_timer agent_timer_;  // an ended agent's last frames: see reap()
   asio::posix::stream_descriptor sig_;
   signalfd_siginfo si_{};
   std::optional<int> code_;
@@ -265,20 +269,29 @@ void Coordinator::reap() {
     for (auto& n : nodes_) {
       if (n.agent != pid || n.agent_ended) continue;
       n.agent_ended = true;
+      n.agent_status = status;
       trace("host " + n.host + ": launch agent ended (" + describe_status(status) + ")");
       if (n.done || n.lost) break;
-      n.lost = true;
       if (!n.authenticated) {
+        n.lost = true;
         fail(1,
              "host " + n.host + ": the launch agent exited (" + describe_status(status) +
                  ") before the node daemon connected; command: " + join(n.command),
              true);
-      } else {
-        fail(1,
-             "host " + n.host + ": the node daemon exited (" + describe_status(status) +
-                 ") before its ranks ended; stopping every rank",
-             true);
+        break;
       }
+      // The daemon sends its last frame (kDone) and exits: SIGCHLD and that frame reach this
+      // loop in either order (seen under load: "the node daemon exited (status 0) before its
+      // ranks ended" at the end of a clean job). Its control link ends with it: the frame or
+      // the link's end (on_lost) comes next; the timer covers an agent (ssh) that ended while
+      // its daemon's link stays up.
+      agent_timer_.expires_after(1s);
+      agent_timer_.async_wait([this](const boost::system::error_code& ec) {
+        if (ec) return;
+        for (auto& m : nodes_)
+          if (m.agent_ended && m.authenticated && !m.done && !m.lost) agent_exited_early(m);
+        check_finished();
+      });
       break;
     }
   }
@@ -390,9 +403,22 @@ void Coordinator::on_message(std::uint32_t i, const ctl::Frame& f) {
   }
 }
 
+void Coordinator::agent_exited_early(Node& n) {
+  n.lost = true;
+  fail(1,
+       "host " + n.host + ": the node daemon exited (" + describe_status(n.agent_status) +
+           ") before its ranks ended; stopping every rank",
+       true);
+}
+
 void Coordinator::on_lost(std::uint32_t i, const std::string& reason) {
   Node& n = nodes_[i];
   if (n.done || n.lost) return;
+  if (n.agent_ended && n.authenticated) {  // its link ended after the agent: say how it ended
+    agent_exited_early(n);
+    check_finished();
+    return;
+  }
   n.lost = true;
   fail(1, "host " + n.host + ": lost the node daemon (" + reason + "); stopping every rank", true);
   if (n.agent > 0 && !n.agent_ended) ::kill(-n.agent, SIGTERM);

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "config/config.hpp"
 #include "spark/error.hpp"
@@ -94,6 +95,26 @@ TEST(Config, TimeoutRefusalsNameVariableValueAndRange) {
             "SPARKNET_ROCE_TIMEOUT_MS=\"-\" is refused: not a decimal integer" + tail);
   EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "1"}}), "(accepted)");
   EXPECT_EQ(refusal_of({{"SPARKNET_ROCE_TIMEOUT_MS", "3600000"}}), "(accepted)");
+}
+
+TEST(Config, PortRangeIsOnePortOrFirstToLast) {
+  const std::string tail = "; valid: FIRST-LAST or one PORT, ports in 1..65535 (e.g. 50000-50063)";
+  auto ports = [](const std::string& v) {
+    return spark::CommOptions::from_config(Config::from_map({{"SPARK_TCP_PORT_RANGE", v}}))
+        .tcp_ports;
+  };
+  EXPECT_EQ(ports("50000-50015"), std::make_pair(50000, 50015));
+  EXPECT_EQ(ports("50000"), std::make_pair(50000, 50000));
+  EXPECT_EQ(spark::CommOptions::from_config(Config::from_map({})).tcp_ports,
+            std::make_pair(0, 0));  // unset: ephemeral ports
+  EXPECT_EQ(
+      refusal_of({{"SPARK_TCP_PORT_RANGE", "50010-50000"}}),
+      "SPARK_TCP_PORT_RANGE=\"50010-50000\" is refused: the first port is above the last" + tail);
+  for (const char* bad : {"0", "65536", "5000-", "-5000", "a-b", "50000-50010-50020", "1,2"})
+    EXPECT_EQ(refusal_of({{"SPARK_TCP_PORT_RANGE", bad}}),
+              "SPARK_TCP_PORT_RANGE=\"" + std::string(bad) +
+                  "\" is refused: not a port or a range of ports" + tail);
+  EXPECT_NE(refusal_of({{"SPARK_TCP_PORT_RANGE", ""}}).find("empty value"), std::string::npos);
 }
 
 TEST(Config, RemovedVariablesAreRefusedEvenWhenEmpty) {

@@ -117,6 +117,9 @@ void validate_value(const Knob& knob, const std::string& value) {
     case KnobType::host_port:
       validate_host_port(knob, value);
       return;
+    case KnobType::port_range:
+      (void)parse_port_range(knob, value);
+      return;
     case KnobType::refused:
       throw ConfigError(refused_variable_message(knob, value));
     case KnobType::unchecked:

@@ -28,6 +28,7 @@ enum class KnobType : std::uint8_t {
   string,        ///< free text (must not be empty when set)
   path,          ///< a file system path (must not be empty when set)
   host_port,     ///< HOST:PORT, PORT in 1..65535
+  port_range,    ///< FIRST-LAST or one PORT, ports in 1..65535, FIRST <= LAST
   refused,       ///< a removed variable: setting it at all (even empty) is an error
   unchecked,     ///< read by a build or test script, not by sparkrun or libspark: any value
 };
@@ -167,5 +168,7 @@ class Config {
 /// with the exact message format used by Config.
 std::int64_t parse_integer(const Knob& knob, std::string_view value);
 std::string_view parse_choice(const Knob& knob, std::string_view value);
+/// A port_range value: {first, last} ("50000" is {50000, 50000}).
+std::pair<int, int> parse_port_range(const Knob& knob, std::string_view value);
 
 }  // namespace spark::config

@@ -37,6 +37,8 @@ std::string valid_values(const Knob& k) {
       return std::string(k.choices);
     case KnobType::host_port:
       return "HOST:PORT, PORT 1..65535";
+    case KnobType::port_range:
+      return "FIRST-LAST or PORT, 1..65535";
     case KnobType::refused:
       return "must not be set";
     case KnobType::string:

@@ -23,6 +23,9 @@ void fill(CommOptions& o, const Knob& knob, const std::string& value) {
   else  // integers, std::optional<int>
     field = static_cast<T>(parse_integer(knob, value));
 }
+void fill_ports(CommOptions& o, const Knob& knob, const std::string& value) {
+  o.tcp_ports = parse_port_range(knob, value);
+}
 void fill_spin(CommOptions& o, const Knob& knob, const std::string& value) {
   o.spin_us = static_cast<std::uint32_t>(parse_integer(knob, value));
   o.spin_auto = false;
@@ -80,6 +83,14 @@ constexpr Knob kKnobs[] = {
      "Address the tcp transport listens on and publishes. Unset: the address of the interface "
      "that reaches the rendezvous or the node's primary address.",
      KnobType::string, KnobOrigin::user, 0, 0, {}, &fill<&CommOptions::tcp_addr>},
+    {"SPARK_TCP_PORT_RANGE", "port range", "",
+     "Ports the data plane listens on, for firewalls (Open MPI's btl_tcp_port_min_v4 and "
+     "_range_v4): each rank's tcp transport listener (its lanes and relay hops), the fabric "
+     "probe listener, RoCE's liveness listener and the fabric / doctor probes take the first "
+     "free port of FIRST-LAST (one PORT: just that one). Each rank needs one port, a node's "
+     "first rank one more; two jobs may share a range when it has room for both, and a job "
+     "that finds every port taken fails at start naming the range. Unset: ephemeral ports.",
+     KnobType::port_range, KnobOrigin::user, 0, 0, {}, &fill_ports},
     {"SPARK_DATA_NET", "subnet list", "",
      "Comma-separated IPv4 subnets (a.b.c.d/prefix) whose interfaces are data lanes for the "
      "fabric map (docs/fabric.md); keeps a control-only interface out. Unset: every up, "

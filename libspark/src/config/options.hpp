@@ -24,6 +24,8 @@ struct CommOptions {
   std::string transport = "auto";  ///< SPARK_TRANSPORT: auto or a name of transport/registry.hpp
   int tcp_lanes = 2;
   std::optional<std::string> tcp_addr;
+  /// SPARK_TCP_PORT_RANGE: the ports the data plane's listeners may take (0, 0: ephemeral).
+  std::pair<int, int> tcp_ports{0, 0};
   std::string data_net;  ///< SPARK_DATA_NET: interfaces that are data lanes (docs/fabric.md)
   std::optional<std::string> ib_hca;      ///< SPARK_IB_HCA
   std::optional<int> ib_gid_index;        ///< SPARK_IB_GID_INDEX

@@ -30,6 +30,9 @@ std::string valid_text(const Knob& knob) {
     case KnobType::host_port:
       text = "HOST:PORT with PORT in 1..65535";
       break;
+    case KnobType::port_range:
+      text = "FIRST-LAST or one PORT, ports in 1..65535 (e.g. 50000-50063)";
+      break;
     case KnobType::refused:
       text = "unset";
       break;
@@ -77,6 +80,19 @@ std::string_view parse_choice(const Knob& knob, std::string_view value) {
     rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
   }
   throw ConfigError(refusal(knob, value, "not one of the accepted values"));
+}
+
+std::pair<int, int> parse_port_range(const Knob& knob, std::string_view value) {
+  if (value.empty()) throw ConfigError(refusal(knob, value, empty_reason(knob)));
+  const auto dash = value.find('-');
+  const auto first_text = value.substr(0, dash);
+  const auto last_text = dash == std::string_view::npos ? first_text : value.substr(dash + 1);
+  std::int64_t first = 0, last = 0;
+  if (protocol::parse_integer(first_text, 1, 65535, first) != protocol::Integer::ok ||
+      protocol::parse_integer(last_text, 1, 65535, last) != protocol::Integer::ok)
+    throw ConfigError(refusal(knob, value, "not a port or a range of ports"));
+  if (first > last) throw ConfigError(refusal(knob, value, "the first port is above the last"));
+  return {static_cast<int>(first), static_cast<int>(last)};
 }
 
 std::string refused_variable_message(const Knob& knob, std::string_view value) {

@@ -31,17 +31,41 @@ sockaddr_in address(std::uint32_t ipv4, int port) {
 
 }  // namespace
 
-Listener::Listener(std::uint32_t ipv4, const std::string& what, int flags, int backlog)
-    : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0)) {
-  sockaddr_in a = address(ipv4, 0);
-  socklen_t len = sizeof a;
-  int one = 1;  // a restarted job may bind while the last one's sockets are in TIME_WAIT
-  if (fd_) ::setsockopt(fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (!fd_ || ::bind(fd_.get(), reinterpret_cast<sockaddr*>(&a), len) != 0 ||
-      ::listen(fd_.get(), backlog) != 0 ||
-      ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    throw Error("cannot listen on " + what + " (" + dotted(ipv4) + "): " + std::strerror(errno));
-  port_ = ntohs(a.sin_port);
+Listener::Listener(std::uint32_t ipv4, const std::string& what, int flags, int backlog,
+                   const PortRange& ports) {
+  auto fail = [&](const std::string& why) {
+    throw Error("cannot listen on " + what + " (" + dotted(ipv4) + "): " + why);
+  };
+  // SO_REUSEADDR only (never SO_REUSEPORT): a restarted job may bind while the last one's
+  // sockets are in TIME_WAIT, but two listeners never share a port, so another job's ranks
+  // can never be handed this job's connections. Two sockets may both bind a port before
+  // either listens: the second one's listen() then fails with EADDRINUSE, and it moves on.
+  const int first = ports.first, last = ports.first == 0 ? 0 : ports.last;
+  for (int port = first; port <= last; ++port) {
+    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0));
+    if (!fd) fail(std::strerror(errno));
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a = address(ipv4, port);
+    socklen_t len = sizeof a;
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+        ::listen(fd.get(), backlog) != 0) {
+      if (errno == EADDRINUSE && port != 0) continue;  // taken: the range's next port
+      fail(std::strerror(errno));
+    }
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      fail(std::strerror(errno));
+    fd_ = std::move(fd);
+    port_ = ntohs(a.sin_port);
+    return;
+  }
+  const std::string range =
+      std::to_string(first) + (last == first ? "" : "-" + std::to_string(last));
+  fail((last == first ? "port " : "every port of ") + range + " (SPARK_TCP_PORT_RANGE=" + range +
+       ") is in use on this node: another job uses the same ports, or this node has more "
+       "listeners than the range has ports (each rank of the tcp transport takes one, a "
+       "node's first rank one more for the fabric probes); widen SPARK_TCP_PORT_RANGE, give "
+       "each job its own range, or unset it for ephemeral ports");
 }
 
 Fd connect_within(std::uint32_t from, std::uint32_t ipv4, int port,

@@ -40,12 +40,21 @@ class Fd {
   int fd_ = -1;
 };
 
-/// A listening tcp socket on `ipv4` (0: every address), on an ephemeral port. `flags` are
-/// extra socket(2) type flags (SOCK_NONBLOCK). Throws spark::Error "cannot listen on
-/// <what> (<address>): <reason>".
+/// The ports a listener may take (SPARK_TCP_PORT_RANGE, CommOptions::tcp_ports): first..last,
+/// or any ephemeral port when first is 0.
+struct PortRange {
+  int first = 0;
+  int last = 0;
+};
+
+/// A listening tcp socket on `ipv4` (0: every address), on an ephemeral port or the first free
+/// port of `ports`. `flags` are extra socket(2) type flags (SOCK_NONBLOCK). Throws spark::Error
+/// "cannot listen on <what> (<address>): <reason>"; when every port of the range is taken the
+/// reason names the range and the fix.
 class Listener {
  public:
-  Listener(std::uint32_t ipv4, const std::string& what, int flags = 0, int backlog = 64);
+  Listener(std::uint32_t ipv4, const std::string& what, int flags = 0, int backlog = 64,
+           const PortRange& ports = {});
   int fd() const noexcept { return fd_.get(); }
   int port() const noexcept { return port_; }
 

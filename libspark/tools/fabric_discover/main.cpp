@@ -67,8 +67,9 @@ int run(int argc, char** argv) {
   // Probes connect to these and are answered by the node's speaker (ProbeAnswerer).
   std::vector<net::Listener> listeners;
   std::vector<int> ports;
+  const auto [first_port, last_port] = CommOptions::from_config(cfg).tcp_ports;
   for (const auto& l : mine) {
-    listeners.emplace_back(l.ipv4, "lane " + l.name);
+    listeners.emplace_back(l.ipv4, "lane " + l.name, 0, 64, net::PortRange{first_port, last_port});
     ports.push_back(listeners.back().port());
   }
   boot->put("spark.fabric.lanes", as_bytes(encode_lanes(mine)));

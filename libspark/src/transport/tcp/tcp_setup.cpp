@@ -95,6 +95,7 @@ std::unique_ptr<Transport> make_tcp(const Setup& s) {
   o.slot_bytes = c.tcp_slot_bytes;
   o.addr = c.tcp_addr;
   o.data_net = c.data_net;
+  o.ports = {c.tcp_ports.first, c.tcp_ports.second};
   o.timeout_ms = c.timeout_ms;
   o.token = s.token;
   o.log_dropped = log::enabled(log::Level::info, "tcp");
@@ -113,7 +114,7 @@ std::unique_ptr<Transport> make_tcp(const Setup& s) {
 }
 
 int TcpTransport::answer_probes(int nodes, int me) {
-  probe_listener_.emplace(0, "the fabric probes", SOCK_NONBLOCK);
+  probe_listener_.emplace(0, "the fabric probes", SOCK_NONBLOCK, 64, opt_.ports);
   probe_answerer_.emplace(std::vector<int>{probe_listener_->fd()}, opt_.token, nodes, me);
   return probe_listener_->port();
 }

@@ -90,8 +90,11 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<int> peers, TcpOption
   listener_.emplace(ntohl(at.s_addr),
                     opt_.addr ? "SPARK_TCP_ADDR=" + *opt_.addr + " (tcp transport)"
                               : std::string("every address (tcp transport)"),
-                    0, 256);
+                    0, 256, opt_.ports);
   port_ = listener_->port();
+  if (opt_.ports.first != 0 && opt_.log_dropped)  // SPARK_LOG=info:tcp; which port it took
+    log::line("tcp", "listening on port " + std::to_string(port_) + " of SPARK_TCP_PORT_RANGE=" +
+                         std::to_string(opt_.ports.first) + "-" + std::to_string(opt_.ports.last));
   if (!opt_.addr && !opt_.data_net.empty()) {
     // Data lanes only (docs/fabric.md): control-only interfaces are never published.
     data_lanes_ = fabric::local_lanes(fabric::parse_nets(opt_.data_net, "SPARK_DATA_NET"));

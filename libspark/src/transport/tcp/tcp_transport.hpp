@@ -36,6 +36,8 @@ struct TcpOptions {
   /// SPARK_DATA_NET: publish only interfaces in these subnets, and connect to each peer first
   /// through the address that shares a subnet with one of ours (its cable: per-peer lanes).
   std::string data_net;
+  /// SPARK_TCP_PORT_RANGE: the listener's and the fabric probe listener's ports (0: ephemeral).
+  net::PortRange ports;
   std::uint32_t timeout_ms = 10000;  ///< SPARKNET_ROCE_TIMEOUT_MS: a relay stalled this long fails
   /// The job's token (net/hello.hpp): in every hello sent; a connection without it is dropped.
   net::hello::Token token{};

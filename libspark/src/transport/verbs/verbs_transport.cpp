@@ -165,7 +165,7 @@ void VerbsTransport::open_listener() {
   // On every address: in a triangle each peer is reached over a different cable, so the peer
   // connects to the address of the lane that links it to us (its link 0's remote GID).
   if (lanes_.empty()) return;
-  listener_.emplace(0, "RoCE liveness", 0, static_cast<int>(peer_ranks_.size()) + 8);
+  listener_.emplace(0, "RoCE liveness", 0, static_cast<int>(peer_ranks_.size()) + 8, opt_.ports);
 }
 
 void VerbsTransport::connect_liveness(const std::vector<std::uint16_t>& ports) {
@@ -305,6 +305,7 @@ VerbsOptions verbs_options(const CommOptions& c) {
   o.timeout_ms = c.timeout_ms;
   o.slots = c.slots;
   o.slot_bytes = c.tcp_slot_bytes;
+  o.ports = {c.tcp_ports.first, c.tcp_ports.second};
   return o;
 }
 

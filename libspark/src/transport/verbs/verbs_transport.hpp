@@ -56,6 +56,7 @@ struct VerbsOptions {
   std::vector<std::string> via_host;
   /// A liveness tcp connection per pair (off for a relay's own transport).
   bool liveness = true;
+  net::PortRange ports;  ///< SPARK_TCP_PORT_RANGE: the liveness listener's port (0: ephemeral)
 };
 
 /// One link that failed the RDMA WRITE probe: which peer, which link, why.

@@ -75,7 +75,8 @@ void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count
                            (algo_ == AllreduceAlgo::automatic && bytes >= single_copy_min_);
   if (one_shot)
     allreduce_one_shot(in, out, count, dtype, op);
-  else if (!(single_copy && all_peers_shm() && allreduce_single_copy(in, out, count, dtype, op)))
+  else if (!(single_copy && all_peers_shm() &&
+             allreduce_single_copy(in, out, count, dtype, op, true)))
     allreduce_two_phase(in, out, count, dtype, op, true);
 }
 
@@ -87,7 +88,8 @@ bool CommunicatorImpl::all_peers_shm() const noexcept {
   return true;
 }
 
-// Single copy, for ranks of one node whose processes may read and write each other's memory
+// Single copy (reduce_scatter: gather false, `out` is this rank's chunk and nothing is written
+// to peers), for ranks of one node whose processes may read and write each other's memory
 // (process_vm_readv/writev). Step 0: every rank tells every peer where its buffers are (and
 // whether it reaches every peer); all ranks see all answers, so they agree on falling back.
 // Then the owner of chunk r reads chunk r of every peer's input (into a cached piece), folds
@@ -99,7 +101,7 @@ bool CommunicatorImpl::all_peers_shm() const noexcept {
 // over, and on a loaded machine each hand-off can cost a time slice); each byte is copied once
 // in each direction instead of twice.
 bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count,
-                                             DType dtype, ReduceOp op) {
+                                             DType dtype, ReduceOp op, bool gather) {
   struct Buffers {
     std::uint64_t in, out;
     std::uint32_t reaches_all, unused;
@@ -140,6 +142,7 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
   if (stage.size() < (n - 1) * piece_) stage.resize((n - 1) * piece_);
   std::vector<const void*> inputs(n);
   const Range chunk = block(count, size_, rank_);
+  std::byte* my_out = gather ? out + chunk.begin * es : out;
   for (std::size_t b = 0; b < chunk.len; b += pe) {
     const std::size_t len = std::min(pe, chunk.len - b), off = (chunk.begin + b) * es;
     for (int i = 1; i < size_; ++i) {
@@ -149,11 +152,12 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
       inputs[static_cast<std::size_t>(p)] = piece_in;
     }
     inputs[static_cast<std::size_t>(rank_)] = in + off;
-    coll::reduce_n(out + off, inputs.data(), size_, len, dtype, op);
-    for (int i = 1; i < size_; ++i) {
-      const int p = peer_at(rank_, size_, i);
-      copy(p, out + off, theirs[static_cast<std::size_t>(p)].out + off, len * es, true);
-    }
+    coll::reduce_n(my_out + b * es, inputs.data(), size_, len, dtype, op);
+    if (gather)
+      for (int i = 1; i < size_; ++i) {
+        const int p = peer_at(rank_, size_, i);
+        copy(p, my_out + b * es, theirs[static_cast<std::size_t>(p)].out + off, len * es, true);
+      }
   }
   for (int i = 1; i < size_; ++i) post(peer_at(rank_, size_, i), 1, 0, nullptr, 0, desc_count);
   for (int i = 1; i < size_; ++i) {
@@ -280,8 +284,14 @@ void CommunicatorImpl::reduce_scatter(const void* send, void* recv, std::size_t 
     if (recv_count > 0 && send != recv) std::memmove(recv, send, recv_count * dtype_size(dtype));
     return;
   }
-  allreduce_two_phase(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv),
-                      recv_count * static_cast<std::size_t>(size_), dtype, op, false);
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const std::size_t count = recv_count * static_cast<std::size_t>(size_);
+  const bool single_copy =
+      algo_ == AllreduceAlgo::single_copy ||
+      (algo_ == AllreduceAlgo::automatic && count * dtype_size(dtype) >= single_copy_min_);
+  if (!(single_copy && all_peers_shm() && allreduce_single_copy(in, out, count, dtype, op, false)))
+    allreduce_two_phase(in, out, count, dtype, op, false);
 }
 
 void CommunicatorImpl::allgather(const void* send, void* recv, std::size_t send_count,

@@ -158,7 +158,7 @@ class CommunicatorImpl {
   /// Cross-memory attach: false (after agreeing on it with every peer) when some rank cannot
   /// reach some peer's memory; the caller then runs the two-phase allreduce.
   bool allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
-                             ReduceOp op);
+                             ReduceOp op, bool gather);
   // ring algorithms over ring_ (coll/ring.cpp): pure data movement, so results stay bitwise
   // the same as the direct algorithms'
   bool use_ring(std::size_t bytes) const noexcept;

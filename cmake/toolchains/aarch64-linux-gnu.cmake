@@ -2,7 +2,7 @@
 # against the sysroot scripts/arm64-sysroot makes; tests run under qemu-user (qemu-aarch64-static).
 #   cmake -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake \
 #         -DSPARK_ARM64_SYSROOT=$PWD/build-arm64/sysroot
-# (scripts/build-variant arm64 does both steps.) On a Spark itself, build natively instead.
+# (scripts/variant build arm64 does both steps.) On a Spark itself, build natively instead.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)

@@ -37,11 +37,13 @@ inline std::vector<std::string> test_transports() {
   return t;
 }
 
-/// Set by the Soft-RoCE VM script (tests/rdma/vm_libspark.sh, SPARK_TEST_EMULATED): the ranks
-/// run under TCG emulation on a shared 2-core host (next to other tests at ctest -j2). There a
-/// vCPU loses the host CPU for tens of ms at a time and the guest counts that stolen time as
-/// the process's own CPU time, so the bounds on lateness and CPU use that hold on real
-/// hardware get the wider values the tests name for emulation.
+/// Set by the Soft-RoCE VM script (tests/rdma/vm_libspark.sh, SPARK_TEST_EMULATED) and, for
+/// the aarch64 cross-build whose tests run under qemu-user, by tests/libspark/CMakeLists.txt:
+/// the ranks run under TCG emulation on a shared 2-core host (next to other tests at ctest
+/// -j2). In the VM a vCPU loses the host CPU for tens of ms at a time and the guest counts that
+/// stolen time as the process's own CPU time; under qemu-user every step is ~10-30x slower. So
+/// the bounds on lateness and CPU use that hold on real hardware get the wider values the
+/// tests name for emulation.
 inline bool emulated() {
   return std::getenv("SPARK_TEST_EMULATED") != nullptr;
 }

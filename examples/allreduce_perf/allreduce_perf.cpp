@@ -7,13 +7,18 @@
 // microseconds (default jitter US/4, different per rank and iteration), as in a decode step;
 // time_us is then the whole step, coll_us the collective's own share (waiting for the slowest
 // rank's work included), both the slowest rank's mean.
+// --split %N | /N: run on sub-communicators (Communicator::split, key = world rank): ranks with
+// the same world rank % N (or / N) form one, as nccl-tests' NCCL_TESTS_SPLIT; the first rank
+// of each prints its rows.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -142,6 +147,22 @@ double compute_for(double us) {
   return x;
 }
 
+// "%N" or "/N" (N >= 1) -> N.
+int parse_split(const std::string& s) {
+  std::size_t pos = 0;
+  int n = 0;
+  try {
+    if (s.size() >= 2 && (s[0] == '%' || s[0] == '/') &&
+        std::isdigit(static_cast<unsigned char>(s[1])))
+      n = std::stoi(s.substr(1), &pos);
+  } catch (const std::exception&) {
+    n = 0;
+  }
+  if (n < 1 || pos + 1 != s.size())
+    throw spark::InvalidUsage("--split '" + s + "': expected %N or /N with N >= 1");
+  return n;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,6 +203,10 @@ int main(int argc, char** argv) {
                  "before every collective; adds coll_us, the collective's own time");
   std::string piece;
   app.add_option("-P,--piece", piece, "bytes per message (default: the slot size, 256K)");
+  std::string split;
+  app.add_option("--split", split,
+                 "%N or /N: run on sub-communicators of the ranks with equal world rank % N "
+                 "(or / N)");
   app.add_flag("--csv", csv, "print CSV instead of a table");
   CLI11_PARSE(app, argc, argv);
 
@@ -201,7 +226,13 @@ int main(int argc, char** argv) {
       if (work_us < 0 || jitter_us < 0 || jitter_us > work_us)
         throw spark::InvalidUsage("--work '" + work + "': need 0 <= JITTER <= US");
     }
-    spark::Communicator comm = spark::init();
+    const int split_by = split.empty() ? 0 : parse_split(split);
+    spark::Communicator world = spark::init();
+    std::optional<spark::Communicator> sub;
+    if (split_by > 0)
+      sub = world.split(split[0] == '%' ? world.rank() % split_by : world.rank() / split_by,
+                        world.rank());
+    spark::Communicator& comm = sub ? *sub : world;
     auto& impl = spark::internal::impl(comm);
     impl.set_allreduce_algo(algo == "oneshot"    ? spark::AllreduceAlgo::one_shot
                             : algo == "twophase" ? spark::AllreduceAlgo::two_phase
@@ -224,10 +255,12 @@ int main(int argc, char** argv) {
             "coll,ranks,transport,size,count,type,redop,root,time_us,algbw_GBps,busbw_GBps,"
             "wrong,coll_us\n");
       else {
-        std::printf("# %s: %d ranks, transport %s, dtype %s, op %s, %d iterations, %d warm-up\n",
-                    coll.c_str(), n, impl.transport_summary().c_str(),
-                    std::string(spark::to_string(dt)).c_str(),
-                    std::string(spark::to_string(op)).c_str(), iters, warmup);
+        std::printf(
+            "# %s: %d ranks%s, transport %s, dtype %s, op %s, %d iterations, %d warm-up\n",
+            coll.c_str(), n,
+            sub ? (" of " + std::to_string(world.size()) + " in " + comm.name()).c_str() : "",
+            impl.transport_summary().c_str(), std::string(spark::to_string(dt)).c_str(),
+            std::string(spark::to_string(op)).c_str(), iters, warmup);
         if (work_us > 0)
           std::printf("# work step: %.0f +- %.0f us of computation per rank before each call\n",
                       work_us, jitter_us);

@@ -9,7 +9,11 @@
 #   1. default transport: neighbours on roce over their cable, the opposite node on roce
 #      through the relay (per-peer report; the relays report what they forwarded; RoCE packets
 #      on the relaying VMs' links), collectives checked on every rank;
-#   2. the relay for 1 <-> 3 (rank 1 on node 2) is SIGSTOPped: the waiting ranks name it.
+#   2. sub-communicators (issue 18): allreduce_perf --split %2 makes {0, 2} and {1, 3}, the
+#      two opposite pairs, whose members reach each other only through a relay; --split /2
+#      makes {0, 1} and {2, 3}, neighbours on their own cable; results checked on every member;
+#   3. the relay for 1 <-> 3 (rank 1 on node 2) is SIGSTOPped while those sub-communicators
+#      run: the waiting ranks name it (the relayed lane) and their communicator.
 # The rendezvous (control plane only) reaches node 1 from node 3 through node 2's IP forwarding.
 set -u
 node=$(cat /etc/spark_node)
@@ -54,18 +58,42 @@ ring_relay() {
   [ $d0 -gt 300 ] && [ $d1 -gt 300 ]
 }
 
-# Node 2 SIGSTOPs rank 1, which relays 0 <-> 2: ranks 0 and 2 wait on it (directly, or on the
-# relayed lane "via r1/..."), and their records name it.
+# Sub-communicators of the opposite pairs (every message between their members relayed), then
+# of the neighbour pairs (direct roce).
+ring_split() {
+  job4 29610 allreduce_perf --split %2 -b 8 -e 1M -f 32 -n 2 -w 1 >/tmp/split.out 2>&1
+  rc=$?
+  cat /tmp/split.out
+  [ $rc -eq 0 ] || return 1
+  # The first rank of each (world ranks 0 and 1) prints its rows.
+  case $node in
+    1|2) expect "# allreduce: 2 ranks of 4 in comm 1 (color $rank, size 2)" /tmp/split.out &&
+         expect "# wrong results: 0" /tmp/split.out || return 1 ;;
+  esac
+  job4 29611 allreduce_perf --split /2 -b 8 -e 256K -f 32 -n 2 -w 1 >/tmp/split.out 2>&1
+  rc=$?
+  cat /tmp/split.out
+  [ $rc -eq 0 ] || return 1
+  case $node in
+    1|3) expect "# allreduce: 2 ranks of 4 in comm 1 (color $((rank / 2)), size 2)" /tmp/split.out &&
+         expect "# wrong results: 0" /tmp/split.out ;;
+  esac
+}
+
+# Node 2 SIGSTOPs rank 1, which relays 0 <-> 2, while {0, 2} and {1, 3} run allreduces on
+# their sub-communicators: ranks 0 and 2 reach each other only through it, so their records
+# name the relayed lane "via r1/..." and the sub-communicator; rank 3 waits on rank 1 itself
+# (or, once rank 0 has left, on its relay) inside the other one.
 stopped_relay() {
-  args="-b 8 -e 8 -n 1000000 -w 0"
+  args="--split %2 -b 8 -e 8 -n 1000000 -w 0"
   if [ $node -ne 2 ]; then
     job4 29620 SPARKNET_ROCE_TIMEOUT_MS=3000 allreduce_perf $args >/tmp/stop.out 2>&1
     rc=$?
     grep -a 'rank [0-9]:' /tmp/stop.out | head -3
     [ $rc -ne 0 ] || return 1
     case $node in
-      1|3) grep -q "from rank 1 \|via r1/\|rank 1 closed" /tmp/stop.out ;;
-      *) return 0 ;;
+      1|3) grep -q "via r1/.*\[comm 1 (color 0, size 2)" /tmp/stop.out ;;
+      *) grep -q "\[comm 1 (color 1, size 2)" /tmp/stop.out ;;
     esac
     return
   fi
@@ -87,5 +115,6 @@ stopped_relay() {
 run peer_up reachable $neighbours $([ $node -eq 4 ] || echo 10.60.0.1)
 [ $failed -eq 0 ] || exit 1
 run ring_default_roce_relay ring_relay
-run ring_stopped_relay stopped_relay
+run ring_split_relayed ring_split
+run ring_stopped_relay_split stopped_relay
 exit $failed

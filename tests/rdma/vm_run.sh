@@ -126,7 +126,9 @@ done
 modlist="$work/modules.txt"
 : >"$modlist"
 mods="crc32_generic rdma_rxe dummy"
-[[ $with_e1000 -eq 1 ]] && mods="$mods e1000"
+# With NICs (VM meshes) also tc's egress filter, so a scenario can drop RoCE (UDP 4791) on a
+# cable while tcp still crosses it: clsact (sch_ingress), u32 match, drop action (gact).
+[[ $with_e1000 -eq 1 ]] && mods="$mods e1000 sch_ingress cls_u32 act_gact"
 for m in $mods; do
   modprobe -d "$kdir" -S "$kver" --show-depends "$m" | awk '$1=="insmod"{print $2}' >>"$modlist" ||
     die "modprobe --show-depends $m failed"
@@ -173,6 +175,7 @@ cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
 # busybox-static runs its own applets before PATH: real iproute2 under /usr/sbin.
 copy_with_libs "$(command -v ip)" /usr/sbin/ip
 copy_with_libs "$(command -v rdma)" /usr/sbin/rdma
+[[ $with_e1000 -eq 1 ]] && copy_with_libs "$(command -v tc)" /usr/sbin/tc
 for b in ibv_devinfo ibv_rc_pingpong; do
   p=$(command -v "$b" || true)
   [[ -n "$p" ]] && copy_with_libs "$p" "/usr/bin/$b"

@@ -10,7 +10,14 @@
 #      cabled to port 1: the map wins, the job runs on rxe1 (and not on rxe0);
 #   3. a stopped rank (node 3) is named by both neighbours' records;
 #   4. a cable that goes down mid-job (node 3's eth1, to node 2): the records of ranks 1 and 2
-#      name the peer and the lane rxe1.
+#      name the peer and the lane rxe1;
+#   5. `sparkrun doctor`'s program across the three VMs: its "roce lanes" rows are the job's
+#      per-peer choice of case 1 (the same function, fabric/roce_lanes);
+#   6. node 3 without its RDMA device on the cable to node 2 (rxe1 deleted): a job of nodes 2
+#      and 3 runs on tcp, and rank 0 says once which pair and why;
+#   7. RoCE dropped on that cable (tc drops UDP 4791 leaving node 3's eth1; tcp still crosses):
+#      both lanes exist but every RDMA WRITE probe fails, so the pair falls back to tcp, with
+#      rank 0's note naming the pair and the probe's failure.
 set -u
 node=$(cat /etc/spark_node)
 rank=$((node - 1))
@@ -128,10 +135,74 @@ cable_down() {
   esac
 }
 
+# 5. The doctor's per-peer roce lanes: the rows rank 0 prints (node 1) are case 1's choices.
+doctor_roce_lanes() {
+  job3 29540 SPARK_LOG=error spark_doctor_probe --iters 2 --probe-timeout-ms 10000 >/tmp/doc.out 2>&1
+  [ $node -eq 1 ] || return 0
+  cat /tmp/doc.out
+  for want in "1 (vm2) .*vm1 -> vm2: roce rxe0(10.60.0.1)->rxe0(10.60.0.2)$" \
+              "2 (vm3) .*vm1 -> vm3: roce rxe1(10.60.1.1)->rxe0(10.60.1.3)$" \
+              "0 (vm1) .*vm2 -> vm1: roce rxe0(10.60.0.2)->rxe0(10.60.0.1)$" \
+              "2 (vm3) .*vm2 -> vm3: roce rxe1(10.60.2.2)->rxe1(10.60.2.3)$" \
+              "0 (vm1) .*vm3 -> vm1: roce rxe0(10.60.1.3)->rxe1(10.60.1.1)$" \
+              "1 (vm2) .*vm3 -> vm2: roce rxe1(10.60.2.3)->rxe1(10.60.2.2)$"; do
+    grep -q "roce lanes .*rank $want" /tmp/doc.out || { echo "no roce lanes row: rank $want"; return 1; }
+  done
+}
+
+# 6. Node 3 loses its RDMA device on eth1: nodes 2 and 3 share a cable but no RDMA lane, so a
+#    job of the two runs on tcp over that cable, and rank 0 (node 2) notes the pair and why.
+no_rdma_lane() {
+  [ $node -eq 1 ] && return 0  # not in this job
+  [ $node -eq 3 ] && { /usr/sbin/rdma link delete rxe1 || return 1; sleep 1; }
+  env SPARK_LOG=info:wireup SPARK_RANK=$((node - 2)) SPARK_SIZE=2 \
+    SPARK_RENDEZVOUS=10.60.2.2:29550 allreduce_perf -b 8 -e 256K -f 8 -n 2 -w 1 >/tmp/nl.out 2>&1
+  rc=$?
+  [ $node -eq 3 ] && /usr/sbin/rdma link add rxe1 type rxe netdev eth1
+  cat /tmp/nl.out
+  [ $rc -eq 0 ] || return 1
+  if [ $node -eq 2 ]; then
+    expect "wireup: note: vm2 -> vm3: tcp, no RDMA lane of vm2 shares a subnet with vm3, not even through a relay" /tmp/nl.out &&
+      expect "wireup: rank 0 -> rank 1: tcp [vm2 -> vm3: tcp, no RDMA lane" /tmp/nl.out || return 1
+    [ "$(grep -c 'wireup: note:' /tmp/nl.out)" -eq 1 ] || { echo "not one note"; return 1; }
+  else
+    expect "wireup: rank 1 -> rank 0: tcp [vm3 -> vm2: tcp," /tmp/nl.out || return 1
+    ! grep -q "wireup: note:" /tmp/nl.out || { echo "a note from rank 1"; return 1; }
+  fi
+}
+
+# 7. The cable carries tcp but not RoCE: the probe fails at both ends, tcp takes over.
+probe_fails() {
+  [ $node -eq 1 ] && return 0  # not in this job
+  tc=/usr/sbin/tc
+  if [ $node -eq 3 ]; then
+    $tc qdisc add dev eth1 clsact &&
+      $tc filter add dev eth1 egress protocol ip u32 match ip protocol 17 0xff \
+        match ip dport 4791 0xffff action drop || return 1
+  fi
+  env SPARK_LOG=info:wireup SPARK_RANK=$((node - 2)) SPARK_SIZE=2 SPARKNET_ROCE_TIMEOUT_MS=3000 \
+    SPARK_RENDEZVOUS=10.60.2.2:29560 allreduce_perf -b 8 -e 256K -f 8 -n 2 -w 1 >/tmp/pf.out 2>&1
+  rc=$?
+  [ $node -eq 3 ] && $tc qdisc del dev eth1 clsact
+  cat /tmp/pf.out
+  [ $rc -eq 0 ] || return 1
+  if [ $node -eq 2 ]; then
+    expect "wireup: rank 0 -> rank 1: roce [vm2 -> vm3: roce rxe1(10.60.2.2)->rxe1(10.60.2.3)]" /tmp/pf.out &&
+      grep -q "wireup: note: vm2 -> vm3: tcp, every RDMA WRITE probe failed (rxe1: .*)$" /tmp/pf.out &&
+      expect "wireup: rank 0 -> rank 1: tcp [vm2 -> vm3: tcp, every RDMA WRITE probe failed" /tmp/pf.out || return 1
+    [ "$(grep -c 'wireup: note:' /tmp/pf.out)" -eq 1 ] || { echo "not one note"; return 1; }
+  else
+    expect "wireup: rank 1 -> rank 0: tcp [vm3 -> vm2: tcp, every RDMA WRITE probe failed" /tmp/pf.out || return 1
+  fi
+}
+
 run peer_up reachable $neighbours
 [ $failed -eq 0 ] || exit 1
 run triangle_default_roce default_roce
 run triangle_map_wins_port1 map_wins
 run triangle_stopped_rank stopped_rank
 run triangle_cable_down cable_down
+if [ -x /bin/spark_doctor_probe ]; then run triangle_doctor_roce_lanes doctor_roce_lanes; fi
+run triangle_no_rdma_lane_tcp no_rdma_lane
+run triangle_probe_fails_tcp probe_fails
 exit $failed

@@ -85,6 +85,69 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
+// A peer that the fabric map gave roce but that no RDMA WRITE probe reached (both ends agree:
+// Transport::unreachable) is reached over tcp instead, with one note from rank 0 naming the
+// pair and the reason (docs/roce.md). Whether that can happen is known alike on every rank,
+// so all of them take the fence (and, when some pair fell back, the second one) or none.
+void CommunicatorImpl::fall_back_to_tcp(const transport::Setup& base,
+                                        std::chrono::milliseconds join) {
+  if (!transport::may_fall_back(base)) return;
+  std::vector<int> mine;
+  std::map<int, std::string> why;
+  std::string lost;  // "peer reason\n" per peer
+  for (auto& t : transports_)
+    for (const auto& [r, text] : t->unreachable()) {
+      mine.push_back(r);
+      why[r] = text;
+      lost += std::to_string(r) + ' ' + text + '\n';
+    }
+  boot_->put("spark.fallback", bootstrap::as_bytes(lost));
+  boot_->commit();
+  fence(*boot_, join, "RDMA probe results");
+  bool any = false;
+  for (int r = 0; r < size_; ++r) {
+    const auto text = bootstrap::to_string(boot_->get(r, "spark.fallback"));
+    any = any || !text.empty();
+    if (rank_ != 0) continue;
+    for (std::size_t at = 0; at < text.size();) {  // one note per pair: from its lower rank
+      const auto end = std::min(text.find('\n', at), text.size());
+      const auto sp = text.find(' ', at);
+      const int peer = std::stoi(text.substr(at, sp - at));
+      if (r < peer)
+        log::write(
+            log::Level::warn, "wireup",
+            fmt::format("note: {} -> {}: tcp, {}", nodes_[static_cast<std::size_t>(r)],
+                        nodes_[static_cast<std::size_t>(peer)], text.substr(sp + 1, end - sp - 1)));
+      at = end + 1;
+    }
+  }
+  if (!any) return;
+  std::sort(mine.begin(), mine.end());
+  transport::Setup s = base;
+  s.peers = mine;
+  s.fallback = true;
+  transport::Transport* tcp = nullptr;
+  if (!mine.empty()) {
+    transports_.push_back(transport::choose_transport("tcp", false).make(s));
+    tcp = transports_.back().get();
+    boot_->put("spark.tcp.fallback", bootstrap::as_bytes(tcp->endpoint()));
+  }
+  boot_->commit();
+  fence(*boot_, join, "tcp endpoints of the fallback");
+  if (tcp == nullptr) return;
+  std::vector<std::string> endpoints(static_cast<std::size_t>(size_));
+  for (int r : mine) {
+    endpoints[static_cast<std::size_t>(r)] =
+        bootstrap::to_string(boot_->get(r, "spark.tcp.fallback"));
+    by_peer_[static_cast<std::size_t>(r)] = tcp;
+    if (log::enabled(log::Level::info, "wireup"))
+      log::line("wireup", fmt::format("rank {} -> rank {}: tcp [{} -> {}: tcp, {}]", rank_, r,
+                                      node_id_, nodes_[static_cast<std::size_t>(r)], why[r]));
+  }
+  tcp->connect(s, endpoints);
+  piece_ = std::min(piece_, tcp->slot_bytes());
+}
+
 void CommunicatorImpl::wire_up() {
   rank_ = boot_->rank();
   size_ = boot_->size();
@@ -184,6 +247,7 @@ void CommunicatorImpl::wire_up() {
     if (auto ring = t.direct_ring(); !ring.empty()) ring_ = std::move(ring);
     piece_ = std::min(piece_, t.slot_bytes());
   }
+  fall_back_to_tcp(base, join);
   max_piece_ = piece_;
   // Every rank connected (and every shm segment mapped) before init returns.
   barrier();

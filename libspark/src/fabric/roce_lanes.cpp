@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "fabric/local_lanes.hpp"
+
 namespace spark::fabric {
 
 namespace {
@@ -160,6 +162,18 @@ RocePeer RoceJob::peer(int from_rank, int to_rank) const {
 std::string RoceJob::describe(int from_rank, int to_rank, const RocePeer& choice) const {
   return describe_roce_peer(choice, lanes, hosts, node_of[static_cast<std::size_t>(from_rank)],
                             node_of[static_cast<std::size_t>(to_rank)]);
+}
+
+RoceFacts local_roce_facts(const std::optional<std::string>& ib_hca, std::string_view data_net,
+                           const std::optional<std::string>& prefer, std::string_view ib_root) {
+  // The map is per node: SPARK_IB_HCA (the user's choice) restricts it; SPARK_LANES (the
+  // launcher's per-rank choice) is a preference the map may overrule (choose_roce_peer).
+  const auto devs =
+      ib_hca ? parse_rdma_devices(*ib_hca, "SPARK_IB_HCA") : std::vector<std::string>{};
+  RoceFacts f;
+  f.lanes = encode_lanes(local_rdma_lanes(devs, parse_nets(data_net, "SPARK_DATA_NET"), ib_root));
+  if (prefer) f.prefer = join(parse_rdma_devices(*prefer, "SPARK_LANES"));
+  return f;
 }
 
 RoceJob make_roce_job(const std::vector<std::string>& rank_hosts,

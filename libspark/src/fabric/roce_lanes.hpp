@@ -16,10 +16,13 @@
 // transport probes every chosen pair with an RDMA WRITE before it carries data.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fabric/fabric_map.hpp"
+#include "fabric/rdma_lanes.hpp"
 
 namespace spark::fabric {
 
@@ -72,6 +75,18 @@ struct RoceJob {
   int speaker(int node) const;
   std::string describe(int from_rank, int to_rank, const RocePeer& choice) const;
 };
+
+/// What one rank publishes for the choice (a job's wire-up and `sparkrun doctor` alike): its
+/// node's RDMA lanes, restricted by SPARK_IB_HCA (`ib_hca`) and SPARK_DATA_NET (`data_net`),
+/// encoded (encode_lanes), and its preferred devices (SPARK_LANES, `prefer`), comma-separated.
+/// Strict: a malformed value or a named device that is no lane throws spark::ConfigError.
+struct RoceFacts {
+  std::string lanes;
+  std::string prefer;
+};
+RoceFacts local_roce_facts(const std::optional<std::string>& ib_hca, std::string_view data_net,
+                           const std::optional<std::string>& prefer,
+                           std::string_view ib_root = kSysfsInfinibandClass);
 
 /// Builds the job view from what every rank published: `rank_hosts[r]`, `rank_lanes[r]`
 /// (encode_lanes of its node's RDMA lanes) and `rank_prefer[r]` (comma-separated devices,

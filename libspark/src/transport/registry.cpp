@@ -79,4 +79,10 @@ std::vector<const TransportKind*> choose_transports(const Setup& base,
   return out;
 }
 
+bool may_fall_back(const Setup& base) {
+  if (base.options == nullptr || base.options->transport != "auto" || !roce_built()) return false;
+  const auto job = roce_job(base);
+  return job && job->any_roce();
+}
+
 }  // namespace spark::transport

@@ -50,4 +50,9 @@ std::vector<const TransportKind*> choose_transports(const Setup& base,
                                                     std::vector<std::string>* notes,
                                                     std::vector<std::string>* report);
 
+/// With auto, some pair was given roce (the same answer on every rank): a peer can then turn
+/// out unreachable at the RDMA WRITE probe (Transport::unreachable), and the wire-up takes one
+/// more fence to learn every rank's such peers and reach them over tcp.
+bool may_fall_back(const Setup& base);
+
 }  // namespace spark::transport

@@ -102,6 +102,9 @@ struct Setup {
   /// The job's data-plane token (drawn by rank 0, handed over by the bootstrap): network
   /// transports put it in every hello and drop connections without it (docs/reliability.md).
   std::array<std::uint8_t, 16> token{};
+  /// A second instance for some ranks only (the wire-up's tcp fallback): it must take no
+  /// fence of its own (tcp: no fabric map round; the pair shares a subnet).
+  bool fallback = false;
 
   bool one_node() const {  ///< every rank on one node
     return std::all_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n == nodes[0]; });
@@ -123,6 +126,10 @@ class Transport {
   /// Rank ring over direct links when not every node pair is linked (the collectives then
   /// take ring algorithms, coll/ring.cpp; identical on every rank); empty: no such ring.
   virtual std::vector<int> direct_ring() const { return {}; }
+  /// After connect: peers of setup.peers this transport turned out not to reach, with the
+  /// reason (both ends of a pair agree). The wire-up reaches them over tcp instead (roce under
+  /// SPARK_TRANSPORT=auto when every RDMA WRITE probe to a peer failed: docs/roce.md).
+  virtual std::vector<std::pair<int, std::string>> unreachable() const { return {}; }
 
   virtual std::string_view name() const noexcept = 0;  ///< "tcp", "shm", "roce"
   /// Payload bytes per slot: the largest message; collectives cut data into pieces this size.

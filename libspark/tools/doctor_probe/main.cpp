@@ -10,7 +10,10 @@
 //      one global order, each within its own time window
 //      (--probe-timeout-ms per test), so a silent peer is a FAIL row, never a hang;
 //   4. rank 0 collects every rank's rows, adds the per-peer reach rows (direct lanes, or the
-//      relay) and prints one table. Exit 0 only when every row is ok or info.
+//      relay) and, for ranks on different nodes, the roce lanes a job would use toward each
+//      peer (the wire-up's own choice from the same published facts, fabric/roce_lanes.hpp;
+//      the job then probes each with an RDMA WRITE), and prints one table. Exit 0 only when every
+//      row is ok or info.
 //
 //   spark_doctor_probe [--expect-mtu N] [--sysfs DIR] [--probe-timeout-ms N] [--iters N]
 //
@@ -42,6 +45,7 @@
 #include "fabric/local_lanes.hpp"
 #include "fabric/probe_protocol.hpp"
 #include "fabric/rdma_lanes.hpp"
+#include "fabric/roce_lanes.hpp"
 #include "log/log.hpp"
 #include "round_trips.hpp"
 #include "spark/error.hpp"
@@ -181,6 +185,42 @@ std::string key_ep(int peer, int index) {
 int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap* boot,
           std::vector<JobRow>& rows);
 
+// This rank's facts for the job's RoCE choice, as the wire-up publishes them; a value the job
+// would refuse is a FAIL row (and no lanes).
+fabric::RoceFacts roce_facts(const ProbeOptions& o, const config::Config& cfg,
+                             const std::string& host, int rank, std::vector<JobRow>& rows) {
+  try {
+    return fabric::local_roce_facts(cfg.value("SPARK_IB_HCA"),
+                                    cfg.value("SPARK_DATA_NET").value_or(""),
+                                    cfg.value("SPARK_LANES"), o.sysfs + "/class/infiniband");
+  } catch (const std::exception& e) {
+    rows.push_back({host, rank, "roce lanes", "-", "-", Status::fail, "-", e.what()});
+    return {};
+  }
+}
+
+// Per pair of ranks on different nodes, what SPARK_TRANSPORT=auto would choose (the same
+// function as the job's wire-up and `sparkrun fabric`): roce direct or relayed (ok), or tcp
+// with the reason (info: the job runs, without RDMA between them). None when no node has an
+// RDMA lane (the lanes rows say so).
+std::vector<JobRow> roce_rows(const fabric::RoceJob& job, int size) {
+  std::vector<JobRow> rows;
+  if (std::all_of(job.lanes.begin(), job.lanes.end(), [](const auto& l) { return l.empty(); }))
+    return rows;
+  for (int a = 0; a < size; ++a)
+    for (int b = 0; b < size; ++b) {
+      const auto na = job.node_of[static_cast<std::size_t>(a)];
+      const auto nb = job.node_of[static_cast<std::size_t>(b)];
+      if (na == nb) continue;
+      const auto choice = job.peer(a, b);
+      rows.push_back({job.hosts[static_cast<std::size_t>(na)], a, "roce lanes", "-",
+                      rank_label(b, job.hosts[static_cast<std::size_t>(nb)]),
+                      choice.kind == fabric::RocePeer::Kind::tcp ? Status::info : Status::ok, "-",
+                      job.describe(a, b, choice)});
+    }
+  return rows;
+}
+
 int run(int argc, char** argv) {
   const ProbeOptions o = parse_args(argc, argv);
   const auto cfg = config::Config::from_environment();
@@ -246,6 +286,9 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   boot->put("spark.doctor.rdma", as_bytes(fabric::encode_lanes(rdma.published)));
   boot->put("spark.doctor.tcp", as_bytes(fabric::encode_lanes(tcp_lanes)));
   boot->put("spark.doctor.ports", as_bytes(fabric::encode_ports(ports)));
+  const auto facts = roce_facts(o, cfg, host, rank, rows);
+  boot->put("spark.doctor.roce.lanes", as_bytes(facts.lanes));
+  boot->put("spark.doctor.roce.prefer", as_bytes(facts.prefer));
   bootstrap::publish_job_token(*boot);
   boot->commit();
   boot->fence(fence_timeout);
@@ -427,12 +470,20 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
     if (size > 1) {
       auto reach = reach_rows(ranks, rank_map(ranks, good));
       all.insert(all.end(), reach.begin(), reach.end());
+      std::vector<std::string> hosts, lanes, prefer;
+      for (int r = 0; r < size; ++r) {
+        hosts.push_back(ranks[static_cast<std::size_t>(r)].host);
+        lanes.push_back(to_string(boot->get(r, "spark.doctor.roce.lanes")));
+        prefer.push_back(to_string(boot->get(r, "spark.doctor.roce.prefer")));
+      }
+      auto roce = roce_rows(fabric::make_roce_job(hosts, lanes, prefer), size);
+      all.insert(all.end(), roce.begin(), roce.end());
     }
     // Sections: host checks, lanes, round trips, reach (stable within each).
     auto section = [](const JobRow& r) {
       if (r.check == "lanes") return 1;
       if (r.check == "rdma write" || r.check == "tcp round trip") return 2;
-      if (r.check == "reach") return 3;
+      if (r.check == "reach" || r.check == "roce lanes") return 3;
       return 0;
     };
     std::stable_sort(all.begin(), all.end(),

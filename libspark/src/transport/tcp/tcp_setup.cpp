@@ -32,7 +32,7 @@ int endpoint_port(const std::string& ep, int rank) {
 // The map is learnt when ranks span hosts and SPARK_DATA_NET names the lanes (every rank
 // computes this alike, so all of them take the extra fence or none).
 bool uses_fabric(const Setup& s, const TcpOptions& o) {
-  return !s.one_node() && !o.data_net.empty() && !o.addr;
+  return !s.fallback && !s.one_node() && !o.data_net.empty() && !o.addr;
 }
 
 // Steps 2-3 of the map (step 1, publishing lanes and the probe port, rides on the endpoint

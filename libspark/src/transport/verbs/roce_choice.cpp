@@ -1,8 +1,5 @@
 #include "transport/verbs/roce_choice.hpp"
 
-#include "fabric/local_lanes.hpp"
-#include "fabric/rdma_lanes.hpp"
-
 namespace spark::transport {
 
 namespace {
@@ -14,18 +11,9 @@ bool wants_rdma(const CommOptions& o) {
 void publish_rdma_facts(bootstrap::Bootstrap& boot, const CommOptions& options,
                         bool several_nodes) {
   if (!several_nodes || !wants_rdma(options)) return;
-  // The map is per node: SPARK_IB_HCA (the user's choice) restricts it; SPARK_LANES (the
-  // launcher's per-rank choice) is a preference the map may overrule (fabric/roce_lanes.hpp).
-  const auto devs = options.ib_hca ? fabric::parse_rdma_devices(*options.ib_hca, "SPARK_IB_HCA")
-                                   : std::vector<std::string>{};
-  const auto lanes =
-      fabric::local_rdma_lanes(devs, fabric::parse_nets(options.data_net, "SPARK_DATA_NET"));
-  std::string prefer;
-  if (options.rdma_lanes)
-    for (const auto& d : fabric::parse_rdma_devices(*options.rdma_lanes, "SPARK_LANES"))
-      prefer += (prefer.empty() ? "" : ",") + d;
-  boot.put("spark.rdma.lanes", bootstrap::as_bytes(fabric::encode_lanes(lanes)));
-  boot.put("spark.rdma.prefer", bootstrap::as_bytes(prefer));
+  const auto f = fabric::local_roce_facts(options.ib_hca, options.data_net, options.rdma_lanes);
+  boot.put("spark.rdma.lanes", bootstrap::as_bytes(f.lanes));
+  boot.put("spark.rdma.prefer", bootstrap::as_bytes(f.prefer));
 }
 
 std::optional<fabric::RoceJob> roce_job(const Setup& s) {

@@ -17,6 +17,7 @@ std::unique_ptr<Transport> make_roce(const Setup& s) {
   // of a node on a relay route also relays for the pairs the map sends through it.
   const auto job = roce_job(s);
   auto o = roce_options(verbs_options(*s.options), job ? &*job : nullptr, s.rank, s.peers);
+  o.fall_back = s.options->transport == "auto";  // tcp reaches a peer no RDMA probe reached
   auto t = std::make_unique<VerbsTransport>(s.rank, s.size, s.peers, o);
   if (job) t->adopt_relay(start_relay(*s.boot, *job, s.rank, std::move(o)));
   if (t->relay() != nullptr) t->relay()->set_report(log::enabled(log::Level::info, "wireup"));

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -173,15 +174,33 @@ void VerbsTransport::probe_links(std::chrono::milliseconds timeout) {
     (void)!::send(p.live_fd, mine.data(), mine.size(), MSG_NOSIGNAL);
     std::string theirs(p.links.size(), '1');
     read_exact(p.live_fd, theirs.data(), theirs.size(), r);
+    std::vector<std::pair<std::size_t, std::string>> bad;  // (link, why), the same at both ends
     for (std::size_t k = 0; k < p.links.size(); ++k) {
       if (mine[k] == '1' && theirs[k] == '1') continue;
       std::string why = "rank " + std::to_string(r) + "'s probe toward us failed";
       for (const auto& f : failed)
         if (f.peer == r && f.link == static_cast<int>(k)) why = f.why;
+      bad.emplace_back(k, why);
+    }
+    if (opt_.fall_back && !bad.empty() && bad.size() == p.links.size()) {
+      std::string why = "every RDMA WRITE probe failed (";
+      for (const auto& [k, w] : bad)
+        why += (k == 0 ? "" : "; ") + p.links[k].local.device + ": " + w;
+      unreachable_.emplace_back(r, why + ")");
+      continue;
+    }
+    for (const auto& [k, why] : bad) {
       std::fprintf(stderr, "spark: rank %d: RoCE link %zu (%s) to rank %d not used: %s\n", rank_, k,
                    p.links[k].local.device.c_str(), r, why.c_str());
       drop_link(r, static_cast<int>(k), why);
     }
+  }
+  // Forgotten peers: their QPs go (a completion still queued for them is skipped, as for any
+  // rank without a peer entry), and so does the liveness connection; both ends do the same.
+  for (const auto& [r, why] : unreachable_) {
+    if (peer(r).live_fd >= 0) ::close(peer(r).live_fd);
+    peers_[static_cast<std::size_t>(r)].reset();
+    peer_ranks_.erase(std::find(peer_ranks_.begin(), peer_ranks_.end(), r));
   }
 }
 

@@ -57,6 +57,9 @@ struct VerbsOptions {
   /// A liveness tcp connection per pair (off for a relay's own transport).
   bool liveness = true;
   net::PortRange ports;  ///< SPARK_TCP_PORT_RANGE: the liveness listener's port (0: ephemeral)
+  /// SPARK_TRANSPORT=auto: a direct peer whose every link fails the RDMA WRITE probe is given
+  /// up (unreachable(); the wire-up reaches it over tcp) instead of failing the wire-up.
+  bool fall_back = false;
 };
 
 /// One link that failed the RDMA WRITE probe: which peer, which link, why.
@@ -110,8 +113,11 @@ class VerbsTransport final : public Transport {
   void drop_link(int peer, int link, const std::string& why);
   /// After connect_all: each pair with a liveness connection says "ready" on it (so both ends'
   /// QPs can receive), probes, and exchanges per-link results on it; links failed at either
-  /// end are dropped. A failure toward a peer without that connection (relayed) throws.
+  /// end are dropped. A failure toward a peer without that connection (relayed) throws. With
+  /// fall_back, a direct peer with no link left is forgotten (both ends agree) and listed by
+  /// unreachable().
   void probe_links(std::chrono::milliseconds timeout);
+  std::vector<std::pair<int, std::string>> unreachable() const override { return unreachable_; }
 
   std::string_view name() const noexcept override { return "roce"; }
   std::size_t slot_bytes() const noexcept override { return opt_.slot_bytes; }
@@ -187,7 +193,8 @@ class VerbsTransport final : public Transport {
   std::optional<net::Listener> listener_;  ///< liveness, on every address (one cable per peer)
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank; QPs die before lanes
-  std::unique_ptr<VerbsRelay> relay_;         ///< declared last: stopped first
+  std::vector<std::pair<int, std::string>> unreachable_;  ///< peers given up at the probe
+  std::unique_ptr<VerbsRelay> relay_;                     ///< declared last: stopped first
 };
 
 }  // namespace spark::transport

@@ -114,7 +114,10 @@ void VerbsTransport::connect(const Setup& s, const std::vector<std::string>& end
     for (std::size_t i = 0; i < relay_->pairs().size(); ++i)
       relay_->connect(i, bootstrap::to_string(s.boot->get(relay_->pairs()[i].x, "spark.roce")),
                       bootstrap::to_string(s.boot->get(relay_->pairs()[i].y, "spark.roce")));
-  const auto timeout = std::min(s.join, std::chrono::milliseconds(20000));
+  // A write that has not completed within the fail-stop deadline would fail the job at its
+  // first message anyway (and Soft-RoCE may never fail a write whose ACKs are lost).
+  auto timeout = std::min(s.join, std::chrono::milliseconds(20000));
+  if (s.timeout_ms) timeout = std::min(timeout, std::chrono::milliseconds(s.timeout_ms()));
   probe_links(timeout);
   if (relay_ != nullptr) {
     for (const auto& f : relay_->probe(timeout)) {
@@ -128,7 +131,7 @@ void VerbsTransport::connect(const Setup& s, const std::vector<std::string>& end
 }
 
 void VerbsTransport::probe_links(std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   auto read_exact = [&](int fd, char* buf, std::size_t n, int peer_rank) {
     std::size_t got = 0;
     while (got < n) {
@@ -154,8 +157,9 @@ void VerbsTransport::probe_links(std::chrono::milliseconds timeout) {
       char c = 0;
       read_exact(peer(r).live_fd, &c, 1, r);
     }
-  // 2. One RDMA WRITE per link.
+  // 2. One RDMA WRITE per link (up to `timeout`: the peer may have waited as long).
   const auto failed = probe(timeout);
+  deadline = std::chrono::steady_clock::now() + timeout;
   // 3. Per link "1" (ok) or "0" on the liveness connection; a link failed at either end goes.
   for (int r : peer_ranks_) {
     Peer& p = peer(r);

@@ -22,8 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "coll/reduce.hpp"
-#include "comm/communicator_impl.hpp"
 #include "spark/spark.hpp"
 
 namespace {
@@ -54,45 +52,10 @@ double input(int r, std::size_t i) {
   return static_cast<double>((static_cast<std::size_t>(r) + i) % 4 + 1);
 }
 
-void store(std::byte* p, DType dt, double v) {
-  switch (dt) {
-    case DType::f32: {
-      float x = static_cast<float>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case DType::f64:
-      std::memcpy(p, &v, 8);
-      break;
-    case DType::f16: {
-      auto x = spark::coll::float_to_f16(static_cast<float>(v));
-      std::memcpy(p, &x, 2);
-      break;
-    }
-    case DType::bf16: {
-      auto x = spark::coll::float_to_bf16(static_cast<float>(v));
-      std::memcpy(p, &x, 2);
-      break;
-    }
-    case DType::i32: {
-      auto x = static_cast<std::int32_t>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case DType::i64: {
-      auto x = static_cast<std::int64_t>(v);
-      std::memcpy(p, &x, 8);
-      break;
-    }
-    case DType::u8:
-      *p = static_cast<std::byte>(static_cast<std::uint8_t>(v));
-      break;
-  }
-}
-
 void fill(std::byte* p, DType dt, int rank, std::size_t first, std::size_t count) {
   const std::size_t es = spark::dtype_size(dt);
-  for (std::size_t i = 0; i < count; ++i) store(p + i * es, dt, input(rank, first + i));
+  for (std::size_t i = 0; i < count; ++i)
+    spark::store_value(p + i * es, dt, input(rank, first + i));
 }
 
 // Elements [first, first+count) of the rank-ordered fold, computed block by block.
@@ -108,7 +71,7 @@ std::size_t count_wrong_reduced(const std::byte* got, DType dt, ReduceOp op, int
   for (std::size_t b = 0; b < count; b += blk) {
     const std::size_t len = std::min(blk, count - b);
     for (int r = 0; r < n; ++r) fill(in[static_cast<std::size_t>(r)].data(), dt, r, first + b, len);
-    spark::coll::reduce_n(want.data(), ptr.data(), n, len, dt, op);
+    spark::reduce_local(want.data(), ptr.data(), n, len, dt, op);
     for (std::size_t i = 0; i < len; ++i)
       if (std::memcmp(got + (b + i) * es, want.data() + i * es, es) != 0) ++wrong;
   }
@@ -121,7 +84,7 @@ std::size_t count_wrong_copy(const std::byte* got, DType dt, int rank, std::size
   std::vector<std::byte> want(es);
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < count; ++i) {
-    store(want.data(), dt, input(rank, first + i));
+    spark::store_value(want.data(), dt, input(rank, first + i));
     if (std::memcmp(got + i * es, want.data(), es) != 0) ++wrong;
   }
   return wrong;
@@ -233,11 +196,10 @@ int main(int argc, char** argv) {
       sub = world.split(split[0] == '%' ? world.rank() % split_by : world.rank() / split_by,
                         world.rank());
     spark::Communicator& comm = sub ? *sub : world;
-    auto& impl = spark::internal::impl(comm);
-    impl.set_allreduce_algo(algo == "oneshot"    ? spark::AllreduceAlgo::one_shot
+    comm.set_allreduce_algo(algo == "oneshot"    ? spark::AllreduceAlgo::one_shot
                             : algo == "twophase" ? spark::AllreduceAlgo::two_phase
                                                  : spark::AllreduceAlgo::automatic);
-    if (!piece.empty()) impl.set_piece_bytes(parse_size(piece));
+    if (!piece.empty()) comm.set_piece_bytes(parse_size(piece));
     const int n = comm.size(), me = comm.rank();
     if (root < 0 || root >= n)
       throw spark::InvalidUsage("-r/--root must be 0.." + std::to_string(n - 1));
@@ -259,7 +221,7 @@ int main(int argc, char** argv) {
             "# %s: %d ranks%s, transport %s, dtype %s, op %s, %d iterations, %d warm-up\n",
             coll.c_str(), n,
             sub ? (" of " + std::to_string(world.size()) + " in " + comm.name()).c_str() : "",
-            impl.transport_summary().c_str(), std::string(spark::to_string(dt)).c_str(),
+            comm.transports().c_str(), std::string(spark::to_string(dt)).c_str(),
             std::string(spark::to_string(op)).c_str(), iters, warmup);
         if (work_us > 0)
           std::printf("# work step: %.0f +- %.0f us of computation per rank before each call\n",
@@ -277,15 +239,15 @@ int main(int argc, char** argv) {
       const std::size_t bytes = total_elems * es;
       auto run = [&] {
         if (coll == "allreduce")
-          impl.allreduce(sendbuf.data(), recvbuf.data(), count, dt, op);
+          comm.allreduce(sendbuf.data(), recvbuf.data(), count, dt, op);
         else if (coll == "reduce_scatter")
-          impl.reduce_scatter(sendbuf.data(), recvbuf.data(), count, dt, op);
+          comm.reduce_scatter(sendbuf.data(), recvbuf.data(), count, dt, op);
         else if (coll == "allgather")
-          impl.allgather(sendbuf.data(), recvbuf.data(), count, dt);
+          comm.allgather(sendbuf.data(), recvbuf.data(), count, dt);
         else if (coll == "broadcast")
-          impl.broadcast(recvbuf.data(), count, dt, root);
+          comm.broadcast(recvbuf.data(), count, dt, root);
         else
-          impl.alltoall(sendbuf.data(), recvbuf.data(), count, dt);
+          comm.alltoall(sendbuf.data(), recvbuf.data(), count, dt);
       };
       // Inputs: element i of rank r's send buffer is input(r, i); broadcast sends recvbuf.
       fill(sendbuf.data(), dt, me, 0, coll == "allgather" ? count : total_elems);
@@ -316,7 +278,7 @@ int main(int argc, char** argv) {
       std::vector<double> steps(work_us > 0 ? static_cast<std::size_t>(iters) : 0);
       std::uint64_t rng = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(me + 1);
       for (double& w : steps) w = work_us + jitter_us * (2 * next_unit(rng) - 1);
-      impl.barrier();
+      comm.barrier();
       double coll_us = 0;
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < iters; ++i) {
@@ -336,10 +298,10 @@ int main(int argc, char** argv) {
           iters;
       coll_us = work_us > 0 ? coll_us / iters : us;
       // Report the slowest rank's time and the sum of wrong elements over ranks.
-      impl.allreduce(&us, &us, 1, DType::f64, ReduceOp::max);
-      impl.allreduce(&coll_us, &coll_us, 1, DType::f64, ReduceOp::max);
+      comm.allreduce(&us, &us, 1, DType::f64, ReduceOp::max);
+      comm.allreduce(&coll_us, &coll_us, 1, DType::f64, ReduceOp::max);
       double w = static_cast<double>(wrong);
-      impl.allreduce(&w, &w, 1, DType::f64, ReduceOp::sum);
+      comm.allreduce(&w, &w, 1, DType::f64, ReduceOp::sum);
       total_wrong += static_cast<std::size_t>(w);
       // GB/s of the collective itself (with --work: of its own share of the step).
       const double algbw = static_cast<double>(bytes) / coll_us / 1e3;
@@ -350,7 +312,7 @@ int main(int argc, char** argv) {
                                      : "none";
         if (csv)
           std::printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.2f,%.3f,%.3f,%.0f,%.2f\n", coll.c_str(), n,
-                      impl.transport_summary().c_str(), bytes, per_rank ? count : total_elems,
+                      comm.transports().c_str(), bytes, per_rank ? count : total_elems,
                       std::string(spark::to_string(dt)).c_str(), op_s.c_str(), root_s.c_str(), us,
                       algbw, algbw * bus, w, coll_us);
         else

@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
+#include <cstring>
 #include <utility>
 
+#include "coll/reduce.hpp"
 #include "spark/error.hpp"
 
 namespace spark {
@@ -111,6 +114,31 @@ ReduceOp parse_reduce_op(std::string_view name) {
   }
   throw InvalidUsage(
       fmt::format("unknown reduction op \"{}\": use one of sum, prod, min, max, avg", name));
+}
+
+void store_value(void* dst, DType dtype, double v) noexcept {
+  auto put = [dst](auto x) { std::memcpy(dst, &x, sizeof x); };
+  switch (dtype) {
+    case DType::f32:
+      return put(static_cast<float>(v));
+    case DType::f64:
+      return put(v);
+    case DType::f16:
+      return put(coll::float_to_f16(static_cast<float>(v)));
+    case DType::bf16:
+      return put(coll::float_to_bf16(static_cast<float>(v)));
+    case DType::i32:
+      return put(static_cast<std::int32_t>(std::llround(v)));
+    case DType::i64:
+      return put(static_cast<std::int64_t>(std::llround(v)));
+    case DType::u8:
+      return put(static_cast<std::uint8_t>(std::llround(v)));
+  }
+}
+
+void reduce_local(void* out, const void* const* inputs, int n, std::size_t count, DType dtype,
+                  ReduceOp op) {
+  coll::reduce_n(out, inputs, n, count, dtype, op);
 }
 
 }  // namespace spark

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../libspark/occurrences.hpp"
 #include "fabric/fabric_file.hpp"
 #include "fabric/fabric_map.hpp"
 #include "fabric/local_lanes.hpp"
@@ -280,11 +281,7 @@ TEST(FabricProbe, StrangersAreDroppedAndOnlyTheJobsProbeIsALane) {
   EXPECT_LT(took, 1.5) << "the silent stranger held up the real probe\n" << log;
   EXPECT_FALSE(wrong_token) << log;
   EXPECT_FALSE(through_echo) << log;
-  auto count = [&](const std::string& what) {
-    std::size_t n = 0;
-    for (auto p = log.find(what); p != std::string::npos; p = log.find(what, p + 1)) ++n;
-    return n;
-  };
+  auto count = [&](const std::string& what) { return spark::test::occurrences(log, what); };
   // Two strangers and the wrong-token probe: without this job's token (the silent one is
   // closed with the answerer, or dropped after 2 s on a slow machine).
   EXPECT_GE(count("fabric: dropped a connection from 127.0.0.1:"), 3u) << log;

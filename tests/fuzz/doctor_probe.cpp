@@ -1,15 +1,15 @@
 // What probe ranks publish to each other through the bootstrap: `sparkrun doctor`'s rows
-// (launcher/src/commands/doctor_job.hpp), the fabric probe protocol's result triples and port lists
-// (libspark/src/fabric/probe_protocol.hpp; wire-up, spark_fabric_discover and the doctor),
+// (libspark/tools/doctor_probe/job_table.hpp), the fabric probe protocol's result triples and port
+// lists (libspark/src/fabric/probe_protocol.hpp; wire-up, spark_fabric_discover and the doctor),
 // and RDMA device lists. Another rank's bytes are outside input: a malformed value must be a
 // spark::Error, never a crash. Byte 0 chooses the decoder.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "doctor_job.hpp"
 #include "fabric/probe_protocol.hpp"
 #include "fabric/rdma_lanes.hpp"
+#include "job_table.hpp"
 #include "spark/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -18,10 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     switch (data[0] % 4) {
       case 0: {
-        const auto rows = spark::launch::doctor::decode_rows(text);
+        const auto rows = spark::doctor::decode_rows(text);
         // A decoded table is printed: render it and its exit status.
-        (void)spark::launch::doctor::render_job(rows);
-        (void)spark::launch::doctor::job_exit_code(rows);
+        (void)spark::doctor::render_job(rows);
+        (void)spark::doctor::job_exit_code(rows);
         break;
       }
       case 1:

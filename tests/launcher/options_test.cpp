@@ -167,5 +167,28 @@ TEST(Options, RejectsBadInput) {
   expect_usage_error({"--hostfile", "", "prog"}, "--hostfile");
 }
 
+// `sparkrun --daemon` (started by sparkrun itself): the same table machinery, its own words.
+TEST(Options, Daemon) {
+  const auto d = parse_daemon_options({"--connect", "10.0.0.1:4000", "--node", "2", "--job", "j"});
+  EXPECT_EQ(d.address, "10.0.0.1");
+  EXPECT_EQ(d.port, 4000);
+  EXPECT_EQ(d.node, 2u);
+  EXPECT_EQ(d.job, "j");
+  for (auto [args, what] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--node", "1", "--job", "j"}, "--connect, --node and --job are required"},
+           {{"--connect", "a", "--node", "1", "--job", "j"}, "--connect wants ADDR:PORT"},
+           {{"--connect", "a:0", "--node", "1", "--job", "j"}, "--connect port"},
+           {{"--connect", "a:1", "--node", "x", "--job", "j"}, "--node"},
+           {{"--connect", "a:1", "--node", "1", "--job", "j", "--bogus", "v"},
+            "unknown daemon option --bogus"}}) {
+    try {
+      parse_daemon_options(args);
+      ADD_FAILURE() << "accepted, expected: " << what;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace spark::launch

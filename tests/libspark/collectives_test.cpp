@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 
+#include "coll/reduce.hpp"
 #include "multiproc.hpp"
 #include "test_data.hpp"
 

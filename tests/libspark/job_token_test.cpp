@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "net/hello.hpp"
+#include "occurrences.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
 namespace hello = spark::net::hello;
@@ -109,11 +110,7 @@ TEST(JobToken, StrangersAndTheOtherJobAreDroppedWithoutStallingWireUp) {
   // wire-up ended: it did not wait for them (the old reader gave each stray up to 5 s, in turn;
   // waiting for one silent stranger's hello would add its 2 s).
   EXPECT_LT(took, alone + 1.5) << "alone " << alone << " s\n" << log;
-  auto count = [&](const std::string& what) {
-    std::size_t n = 0;
-    for (auto p = log.find(what); p != std::string::npos; p = log.find(what, p + 1)) ++n;
-    return n;
-  };
+  auto count = [&](const std::string& what) { return spark::test::occurrences(log, what); };
   EXPECT_EQ(count("tcp: dropped a connection from 127.0.0.1:"), 6u) << log;
   EXPECT_EQ(count("without this job's token"), 4u) << log;
   EXPECT_EQ(count("wire-up ended before its hello"), 2u) << log;

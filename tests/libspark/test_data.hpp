@@ -7,7 +7,6 @@
 #include <cstring>
 #include <vector>
 
-#include "coll/reduce.hpp"
 #include "spark/types.hpp"
 
 namespace spark::test {
@@ -29,42 +28,9 @@ inline double value(int rank, std::size_t i, int salt, ReduceOp op) {
   return static_cast<double>(k) * scale + static_cast<double>(rank);
 }
 
+/// u8 inputs are the magnitudes (the values above may be negative).
 inline void store(std::byte* p, DType dt, double v) {
-  switch (dt) {
-    case DType::f32: {
-      float x = static_cast<float>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case DType::f64:
-      std::memcpy(p, &v, 8);
-      break;
-    case DType::f16: {
-      auto x = coll::float_to_f16(static_cast<float>(v));
-      std::memcpy(p, &x, 2);
-      break;
-    }
-    case DType::bf16: {
-      auto x = coll::float_to_bf16(static_cast<float>(v));
-      std::memcpy(p, &x, 2);
-      break;
-    }
-    case DType::i32: {
-      auto x = static_cast<std::int32_t>(std::lround(v));
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case DType::i64: {
-      auto x = static_cast<std::int64_t>(std::llround(v));
-      std::memcpy(p, &x, 8);
-      break;
-    }
-    case DType::u8: {
-      auto x = static_cast<std::uint8_t>(std::lround(std::fabs(v)));
-      *p = static_cast<std::byte>(x);
-      break;
-    }
-  }
+  store_value(p, dt, dt == DType::u8 ? std::fabs(v) : v);
 }
 
 inline std::vector<std::byte> gen(DType dt, int rank, int salt, std::size_t count,
@@ -83,7 +49,7 @@ inline std::vector<std::byte> reference(DType dt, ReduceOp op, int size, int sal
   for (int r = 0; r < size; ++r) in.push_back(gen(dt, r, salt, count, op));
   for (auto& v : in) ptrs.push_back(v.data());
   std::vector<std::byte> out(count * dtype_size(dt));
-  if (count > 0) coll::reduce_n(out.data(), ptrs.data(), size, count, dt, op);
+  if (count > 0) reduce_local(out.data(), ptrs.data(), size, count, dt, op);
   return out;
 }
 

@@ -18,9 +18,9 @@
 #include "round_trips.hpp"
 
 namespace hello = spark::net::hello;
-using spark::launch::doctor::tcp_initiate;
-using spark::launch::doctor::tcp_respond;
-using spark::launch::doctor::TripHello;
+using spark::doctor::tcp_initiate;
+using spark::doctor::tcp_respond;
+using spark::doctor::TripHello;
 using Clock = std::chrono::steady_clock;
 
 namespace {

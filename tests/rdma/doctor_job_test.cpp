@@ -4,10 +4,10 @@
 
 #include <set>
 
-#include "doctor_job.hpp"
+#include "job_table.hpp"
 #include "spark/error.hpp"
 
-using namespace spark::launch::doctor;
+using namespace spark::doctor;
 using spark::fabric::Lane;
 using spark::fabric::parse_ipv4;
 

@@ -1,9 +1,9 @@
 // `sparkrun doctor`'s judgement, with made-up host facts (no RDMA device needed).
 #include <gtest/gtest.h>
 
-#include "doctor.hpp"
+#include "host_checks.hpp"
 
-using namespace spark::launch::doctor;
+using namespace spark::doctor;
 
 namespace {
 

@@ -236,6 +236,31 @@ std::optional<std::vector<std::string>> parse_command_line(CLI::App& app,
   return after_dashes;
 }
 
+DaemonOptions parse_daemon_options(const std::vector<std::string>& args) {
+  CLI::App app{"sparkrun --daemon"};
+  app.set_help_flag();
+  app.allow_extras();  // refused below, in the daemon's words
+  DaemonOptions d;
+  std::string connect, node;
+  app.add_option("--connect", connect);
+  app.add_option("--node", node);
+  app.add_option("--job", d.job);
+  app.add_option("--host", d.host);
+  parse_command_line(app, args);
+  if (!app.remaining().empty()) throw UsageError("unknown daemon option " + app.remaining()[0]);
+  if (connect.empty() || node.empty() || d.job.empty()) {
+    throw UsageError(
+        "--connect, --node and --job are required (daemon mode is started by sparkrun itself)");
+  }
+  const size_t colon = connect.rfind(':');
+  if (colon == std::string::npos) throw UsageError("--connect wants ADDR:PORT");
+  d.address = connect.substr(0, colon);
+  d.port =
+      static_cast<std::uint16_t>(parse_int(connect.substr(colon + 1), 1, 65535, "--connect port"));
+  d.node = static_cast<std::uint32_t>(parse_int(node, 0, 1 << 20, "--node"));
+  return d;
+}
+
 std::string help_text() {
   Cli cli;
   return cli.app.help();

@@ -3,6 +3,7 @@
 // access) so that unit tests can call it directly.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +81,17 @@ class LaunchOptions {
       restart_backoff_text_;
   bool allow_run_as_root_ = false;  // mpirun's --allow-run-as-root: accepted, nothing to allow
 };
+
+/// `sparkrun --daemon ...`: a node daemon that a multi-host sparkrun starts (docs/multihost.md).
+struct DaemonOptions {
+  std::string address;  // --connect ADDR:PORT: the launcher's control plane
+  std::uint16_t port = 0;
+  std::uint32_t node = 0;  // --node N
+  std::string job;         // --job ID
+  std::string host;        // --host NAME: how its lines name this host
+};
+/// Parses the arguments after "--daemon". Throws UsageError.
+DaemonOptions parse_daemon_options(const std::vector<std::string>& args);
 
 /// Parses `args` (after argv[0] or the subcommand) with `app`, mpirun's "-np" spelling
 /// accepted; CLI11's refusals become UsageError. Returns what follows a "--" in the

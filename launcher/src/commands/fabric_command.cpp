@@ -11,12 +11,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "options.hpp"
+#include "tool_program.hpp"
 #include "usage_error.hpp"
 
 namespace spark::launch {
@@ -32,17 +32,6 @@ constexpr const char* kFabricUsage =
     "  LAUNCH-OPTIONS as for a job, e.g. -n 3 --host a,b,c [--launch-agent ...]\n"
     "                 [-x SPARK_DATA_NET=10.1.0.0/16] (keeps control interfaces out)\n"
     "  SPARK_FABRIC_DISCOVER overrides the path of the discovery program.\n";
-
-// The discovery program: $SPARK_FABRIC_DISCOVER, the build tree's, or next to sparkrun.
-std::string discover_program() {
-  if (const char* p = std::getenv("SPARK_FABRIC_DISCOVER"); p && *p) return p;
-#ifdef SPARK_FABRIC_DISCOVER_PATH
-  if (std::filesystem::exists(SPARK_FABRIC_DISCOVER_PATH)) return SPARK_FABRIC_DISCOVER_PATH;
-#endif
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return (self.parent_path() / "spark_fabric_discover").string();
-}
 
 }  // namespace
 
@@ -75,7 +64,8 @@ int fabric_main(int argc, char** argv) {
   } catch (const UsageError& e) {
     return report_usage_error(e.what(), "sparkrun fabric");
   }
-  auto program = discover_program();
+  auto program =
+      tool_program("SPARK_FABRIC_DISCOVER", SPARK_FABRIC_DISCOVER_PATH, "spark_fabric_discover");
   if (::access(program.c_str(), X_OK) != 0) {
     std::cerr << "sparkrun: error: discovery program " << program
               << " not found; build target spark_fabric_discover or set SPARK_FABRIC_DISCOVER\n";

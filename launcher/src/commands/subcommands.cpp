@@ -15,7 +15,7 @@ constexpr Subcommand kSubcommands[] = {
     {"doctor",
      "check RDMA devices, GIDs, MTU, locked memory, libraries; with -n/--host: round trips "
      "between every pair of ranks on every lane",
-     &doctor::doctor_main},
+     &doctor_main},
     {"fabric", "discover (and --write / check --fabric) the per-peer lane map of a host list",
      &fabric_main},
     {"topo", "show the machine (or --topology FILE) as sparkrun's binding sees it", &topo_main},

@@ -21,10 +21,10 @@
 #include "env_check.hpp"
 #include "exit_rules.hpp"
 #include "node_runner.hpp"
+#include "options.hpp"
 #include "remote_address.hpp"
 #include "spawn.hpp"
 #include "stderr_output.hpp"
-#include "strict_parse.hpp"
 #include "usage_error.hpp"
 
 extern char** environ;
@@ -35,46 +35,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 namespace ctl = control;
-
-struct DaemonArgs {
-  std::string address;
-  std::uint16_t port = 0;
-  std::uint32_t node = 0;
-  std::string job;
-  std::string host;
-};
-
-DaemonArgs parse_args(int argc, char** argv) {
-  DaemonArgs a;
-  bool have_connect = false, have_node = false;
-  for (int i = 2; i < argc; i += 2) {
-    const std::string key = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(key + " needs a value");
-    const std::string value = argv[i + 1];
-    if (key == "--connect") {
-      const size_t colon = value.rfind(':');
-      if (colon == std::string::npos) throw std::invalid_argument("--connect wants ADDR:PORT");
-      a.address = value.substr(0, colon);
-      a.port = static_cast<std::uint16_t>(
-          parse_int(value.substr(colon + 1), 1, 65535, "--connect port"));
-      have_connect = true;
-    } else if (key == "--node") {
-      a.node = static_cast<std::uint32_t>(parse_int(value, 0, 1 << 20, "--node"));
-      have_node = true;
-    } else if (key == "--job") {
-      a.job = value;
-    } else if (key == "--host") {
-      a.host = value;
-    } else {
-      throw std::invalid_argument("unknown daemon option " + key);
-    }
-  }
-  if (!have_connect || !have_node || a.job.empty()) {
-    throw std::invalid_argument(
-        "--connect, --node and --job are required (daemon mode is started by sparkrun itself)");
-  }
-  return a;
-}
 
 // The secret arrives as one line of hex on stdin; stdin is /dev/null afterwards (the
 // ranks never see the pipe).
@@ -248,10 +208,10 @@ std::vector<std::string> current_environment() {
 }  // namespace
 
 int daemon_main(int argc, char** argv) {
-  DaemonArgs args;
+  DaemonOptions args;
   ctl::Secret secret{};
   try {
-    args = parse_args(argc, argv);
+    args = parse_daemon_options(std::vector<std::string>(argv + 2, argv + argc));
     secret = read_secret();
   } catch (const std::exception& e) {
     say(std::string("--daemon: ") + e.what());

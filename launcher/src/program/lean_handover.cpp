@@ -83,11 +83,9 @@ int run_multihost(const MultiHostSpec&) {
 int print_config(const std::vector<std::string>&) {  // the knob table, libfmt: in sparkrun-full
   hand_over_to_full();
 }
-namespace doctor {
 int doctor_main(int, char**) {
   hand_over_to_full();
 }
-}  // namespace doctor
 
 #else  // sparkrun-full: the complete program
 

@@ -14,11 +14,7 @@
 namespace spark {
 
 class CommunicatorImpl;
-class Communicator;
-namespace internal {
-/// libspark's own way in (its CUDA layer, its tests); not part of the API.
-CommunicatorImpl& impl(Communicator& comm) noexcept;
-}  // namespace internal
+class CommunicatorAccess;
 
 /// Returned by spark::init(). Movable, not copyable. Every collective is blocking, is called by
 /// every rank in the same order, and either completes with correct data on every rank or
@@ -83,12 +79,18 @@ class Communicator {
   void set_timeout_ms(std::uint32_t ms);
   std::uint32_t timeout_ms() const noexcept;
 
+  /// For measurements (allreduce_perf); every rank must set the same values (else: a
+  /// mismatch failure). The allreduce algorithm, and the bytes per message (rounded down to
+  /// 64, at most the transports' slot size).
+  void set_allreduce_algo(AllreduceAlgo algo) noexcept;
+  void set_piece_bytes(std::size_t bytes) noexcept;
+
   /// Typed helpers.
   template <class T>
   void allreduce(std::span<T> inout, ReduceOp op = ReduceOp::sum);
 
  private:
-  friend CommunicatorImpl& internal::impl(Communicator&) noexcept;
+  friend class CommunicatorAccess;
   std::unique_ptr<CommunicatorImpl> impl_;
 };
 

@@ -30,8 +30,11 @@ void traced(CommunicatorImpl& impl, const char* name, std::uint64_t bytes, F&& f
 }
 }  // namespace
 
-CommunicatorImpl& internal::impl(Communicator& comm) noexcept {
-  return *comm.impl_;
+void Communicator::set_allreduce_algo(AllreduceAlgo algo) noexcept {
+  impl_->set_allreduce_algo(algo);
+}
+void Communicator::set_piece_bytes(std::size_t bytes) noexcept {
+  impl_->set_piece_bytes(bytes);
 }
 
 std::string Communicator::node_id() const {

@@ -17,15 +17,23 @@
 #include "comm/trace.hpp"
 #include "comm/wait_policy.hpp"
 #include "config/options.hpp"
+#include "spark/communicator.hpp"
 #include "spark/failure.hpp"
 #include "spark/types.hpp"
 #include "transport/transport.hpp"
 
 namespace spark {
 
-/// Algorithm choice for allreduce (auto picks by size; the others are for measurements).
-/// single_copy falls back to two_phase where a rank cannot reach every peer's memory.
-enum class AllreduceAlgo : std::uint8_t { automatic, one_shot, two_phase, single_copy };
+/// libspark's own way in (its CUDA layer, its tests): not in the public headers.
+class CommunicatorAccess {
+ public:
+  static CommunicatorImpl& impl(Communicator& comm) noexcept { return *comm.impl_; }
+};
+namespace internal {
+inline CommunicatorImpl& impl(Communicator& comm) noexcept {
+  return CommunicatorAccess::impl(comm);
+}
+}  // namespace internal
 
 class CommunicatorImpl {
  public:

@@ -16,6 +16,8 @@
 //      row is ok or info.
 //
 //   spark_doctor_probe [--expect-mtu N] [--sysfs DIR] [--probe-timeout-ms N] [--iters N]
+//   spark_doctor_probe --host-checks [--expect-mtu N] [--sysfs DIR]: step 2 alone, no job
+//   (`sparkrun doctor` without launch options).
 //
 // Test hooks: SPARK_DOCTOR_TEST_SILENT_RANK=R makes rank R take part in everything but never
 // answer a round trip (a peer whose lanes are dead); SPARK_DOCTOR_TEST_STOP_RANK=R makes rank R
@@ -24,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 
 #include <algorithm>
@@ -40,12 +43,12 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/job_token.hpp"
 #include "config/config.hpp"
-#include "doctor.hpp"
-#include "doctor_job.hpp"
 #include "fabric/local_lanes.hpp"
 #include "fabric/probe_protocol.hpp"
 #include "fabric/rdma_lanes.hpp"
 #include "fabric/roce_lanes.hpp"
+#include "host_checks.hpp"
+#include "job_table.hpp"
 #include "log/log.hpp"
 #include "round_trips.hpp"
 #include "spark/error.hpp"
@@ -58,7 +61,7 @@
 namespace {
 
 using namespace spark;
-using namespace spark::launch::doctor;
+using namespace spark::doctor;
 using bootstrap::as_bytes;
 using bootstrap::to_string;
 using std::chrono::milliseconds;
@@ -68,6 +71,7 @@ struct ProbeOptions {
   std::string sysfs = "/sys";
   int timeout_ms = 3000;
   int iters = 16;
+  bool host_checks = false;
 };
 
 int parse_int(const std::string& v, int lo, int hi, const std::string& what) {
@@ -78,22 +82,19 @@ int parse_int(const std::string& v, int lo, int hi, const std::string& what) {
   return static_cast<int>(x);
 }
 
+// What `sparkrun doctor` passes, already checked there (a refusal here is a bug: exit 2).
 ProbeOptions parse_args(int argc, char** argv) {
   ProbeOptions o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (i + 1 >= argc) throw ConfigError("spark_doctor_probe: " + a + " needs a value");
-    std::string v = argv[++i];
-    if (a == "--expect-mtu")
-      o.expect_mtu = parse_int(v, 256, 65536, a);
-    else if (a == "--sysfs")
-      o.sysfs = v;
-    else if (a == "--probe-timeout-ms")
-      o.timeout_ms = parse_int(v, 10, 600000, a);
-    else if (a == "--iters")
-      o.iters = parse_int(v, 1, 100000, a);
-    else
-      throw ConfigError("spark_doctor_probe: unknown option " + a);
+  CLI::App app{"spark_doctor_probe"};
+  app.add_flag("--host-checks", o.host_checks);
+  app.add_option("--expect-mtu", o.expect_mtu)->check(CLI::Range(256, 65536));
+  app.add_option("--sysfs", o.sysfs);
+  app.add_option("--probe-timeout-ms", o.timeout_ms)->check(CLI::Range(10, 600000));
+  app.add_option("--iters", o.iters)->check(CLI::Range(1, 100000));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError(e.what());
   }
   return o;
 }
@@ -113,17 +114,17 @@ struct RdmaSetup {
   std::string source;
 };
 
-RdmaSetup open_rdma(const ProbeOptions& o, const config::Config& cfg, const std::string& host,
+RdmaSetup open_rdma(const ProbeOptions& o, const CommOptions& opts, const std::string& host,
                     int rank, std::vector<JobRow>& rows) {
   RdmaSetup s;
 #ifdef SPARK_DOCTOR_HAVE_VERBS
   std::vector<std::string> names;
   bool named = true;
-  for (const char* var : {"SPARK_LANES", "SPARK_IB_HCA"}) {
-    const char* v = std::getenv(var);
-    if (v == nullptr || *v == '\0') continue;
+  for (const auto& [var, v] :
+       {std::pair{"SPARK_LANES", opts.rdma_lanes}, std::pair{"SPARK_IB_HCA", opts.ib_hca}}) {
+    if (!v) continue;
     try {
-      names = spark::fabric::parse_rdma_devices(v, var);
+      names = spark::fabric::parse_rdma_devices(*v, var);
       s.source = var;
     } catch (const std::exception& e) {
       rows.push_back({host, rank, "lanes", "-", "-", Status::fail, "-", e.what()});
@@ -139,7 +140,8 @@ RdmaSetup open_rdma(const ProbeOptions& o, const config::Config& cfg, const std:
     } catch (const std::exception&) {  // no device: no RDMA lane (the tcp round trips run)
     }
   }
-  const std::optional<std::string> gid_override = cfg.value("SPARK_IB_GID_INDEX");
+  std::optional<std::string> gid_override;
+  if (opts.ib_gid_index) gid_override = std::to_string(*opts.ib_gid_index);
   const auto ifaces = fabric::local_lanes({});
   for (const std::string& name : names) {
     try {
@@ -223,6 +225,11 @@ std::vector<JobRow> roce_rows(const fabric::RoceJob& job, int size) {
 
 int run(int argc, char** argv) {
   const ProbeOptions o = parse_args(argc, argv);
+  if (o.host_checks) {
+    const auto rows = evaluate(gather(o.sysfs), o.expect_mtu);
+    std::cout << render(rows) << std::flush;
+    return exit_code(rows);
+  }
   const auto cfg = config::Config::from_environment();
   log::configure(cfg);
   auto boot = bootstrap::make_bootstrap(cfg);
@@ -257,14 +264,14 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   // SPARKNET_ROCE_TIMEOUT_MS (default 10 s) bounds each fence beyond the tests' own time.
   const milliseconds fence_timeout(cfg.timeout_ms() + static_cast<std::uint32_t>(o.timeout_ms));
   int silent = -1;
-  if (const char* s = std::getenv("SPARK_DOCTOR_TEST_SILENT_RANK"); s && *s)
-    silent = parse_int(s, 0, 1 << 20, "SPARK_DOCTOR_TEST_SILENT_RANK");
+  if (auto s = cfg.value("SPARK_DOCTOR_TEST_SILENT_RANK"); s && !s->empty())
+    silent = parse_int(*s, 0, 1 << 20, "SPARK_DOCTOR_TEST_SILENT_RANK");
 
   // Each rank's lanes. tcp: SPARK_DATA_NET's interfaces, else every up IPv4 interface; when a
   // host has none, loopback (ranks of one host can still reach each other).
-  RdmaSetup rdma = open_rdma(o, cfg, host, rank, rows);
-  auto tcp_lanes = fabric::local_lanes(
-      fabric::parse_nets(cfg.value("SPARK_DATA_NET").value_or(""), "SPARK_DATA_NET"));
+  const CommOptions opts = CommOptions::from_config(cfg);
+  RdmaSetup rdma = open_rdma(o, opts, host, rank, rows);
+  auto tcp_lanes = fabric::local_lanes(fabric::parse_nets(opts.data_net, "SPARK_DATA_NET"));
   if (tcp_lanes.empty()) tcp_lanes.push_back({"lo", 1, 0x7f000001u, 8});
   std::vector<net::Listener> listeners;
   std::vector<int> ports;
@@ -369,8 +376,8 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   boot->fence(fence_timeout);  // every QP is at RTS before the first write
 #endif
 
-  if (const char* s = std::getenv("SPARK_DOCTOR_TEST_STOP_RANK"); s && *s)
-    if (parse_int(s, 0, 1 << 20, "SPARK_DOCTOR_TEST_STOP_RANK") == rank) ::raise(SIGSTOP);
+  if (auto s = cfg.value("SPARK_DOCTOR_TEST_STOP_RANK"); s && !s->empty())
+    if (parse_int(*s, 0, 1 << 20, "SPARK_DOCTOR_TEST_STOP_RANK") == rank) ::raise(SIGSTOP);
 
   // Every link gets a number t in one global order (rounds of pairs in which no rank appears
   // twice, then the pair's lane pairs); each rank runs its own links in that order, the lower

@@ -21,7 +21,7 @@
 #include "verbs/verbs_error.hpp"
 #endif
 
-namespace spark::launch::doctor {
+namespace spark::doctor {
 
 using Clock = std::chrono::steady_clock;
 
@@ -246,4 +246,4 @@ std::string RdmaLink::respond(int iters, std::chrono::milliseconds timeout) {
 
 #endif
 
-}  // namespace spark::launch::doctor
+}  // namespace spark::doctor

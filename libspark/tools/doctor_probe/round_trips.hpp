@@ -23,7 +23,7 @@
 #include "verbs/port.hpp"
 #endif
 
-namespace spark::launch::doctor {
+namespace spark::doctor {
 
 /// What one side of a round trip test saw. `error` empty = every round trip came back.
 struct TripResult {
@@ -89,4 +89,4 @@ class RdmaLink {
 };
 #endif
 
-}  // namespace spark::launch::doctor
+}  // namespace spark::doctor

@@ -248,28 +248,20 @@ bool VerbsTransport::check_alive(Peer& p, int peer_rank) {
 }
 
 std::string VerbsTransport::endpoint() const {
-  std::string out;
-  put_u32(out, listener_ ? 1 : 0);  // a liveness listener on every address
-  put_u32(out, listener_ ? static_cast<std::uint32_t>(listener_->port()) : 0);
-  std::size_t n = 0;
-  for (int r : peer_ranks_) n += peer(r).links.size();
-  put_u32(out, static_cast<std::uint32_t>(n));
-  for (int r : peer_ranks_) {
-    for (std::size_t k = 0; k < peer(r).links.size(); ++k) {
-      auto bytes = serialize(peer(r).links[k].local);
-      put_u32(out, static_cast<std::uint32_t>(r));
-      put_u32(out, static_cast<std::uint32_t>(k));
-      put_u32(out, static_cast<std::uint32_t>(bytes.size()));
-      out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    }
-  }
-  return out;
+  std::vector<std::pair<int, int>> self;
+  for (int r : peer_ranks_) self.emplace_back(r, r);
+  return endpoint_blob(self, listener_ ? listener_->port() : -1);
 }
 
 std::string VerbsTransport::endpoint_as(const std::vector<std::pair<int, int>>& peer_to) const {
+  return endpoint_blob(peer_to, -1);  // a relayed pair has no connection of its own
+}
+
+std::string VerbsTransport::endpoint_blob(const std::vector<std::pair<int, int>>& peer_to,
+                                          int listener_port) const {
   std::string out;
-  put_u32(out, 0);  // no liveness listener: a relayed pair has no connection of its own
-  put_u32(out, 0);
+  put_u32(out, listener_port >= 0 ? 1 : 0);  // a liveness listener on every address
+  put_u32(out, listener_port >= 0 ? static_cast<std::uint32_t>(listener_port) : 0);
   std::size_t n = 0;
   for (auto [r, to] : peer_to) n += peer(r).links.size();
   put_u32(out, static_cast<std::uint32_t>(n));

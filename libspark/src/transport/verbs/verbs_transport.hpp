@@ -92,6 +92,9 @@ class VerbsTransport final : public Transport {
   /// For a relay (verbs_relay.hpp): an endpoint blob of `peer_to` = {peer, addressee} pairs,
   /// each peer's links listed as if addressed to the addressee, without a liveness listener.
   std::string endpoint_as(const std::vector<std::pair<int, int>>& peer_to) const;
+  /// The blob of both: `peer_to`'s links and the liveness listener's port (-1: none).
+  std::string endpoint_blob(const std::vector<std::pair<int, int>>& peer_to,
+                            int listener_port) const;
   /// Connects the links toward `peer` from the entries of `blob` addressed to `as_rank`;
   /// returns the blob's liveness port (0: none). connect_all does this for every peer.
   std::uint16_t connect_peer(int peer, const std::string& blob, int as_rank);

@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "doctor.hpp"
 #include "fabric/fabric_map.hpp"
+#include "host_checks.hpp"
 
-namespace spark::launch::doctor {
+namespace spark::doctor {
 
 /// One row of the job table. `rank` -1 prints "-".
 struct JobRow {
@@ -89,4 +89,4 @@ int job_exit_code(const std::vector<JobRow>& rows);
 /// "12.3 us" / "1.25 ms" for a latency given in microseconds.
 std::string format_latency(double us);
 
-}  // namespace spark::launch::doctor
+}  // namespace spark::doctor

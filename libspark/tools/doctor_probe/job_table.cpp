@@ -1,4 +1,4 @@
-#include "doctor_job.hpp"
+#include "job_table.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include "spark/error.hpp"
 #include "spark/protocol/number.hpp"
 
-namespace spark::launch::doctor {
+namespace spark::doctor {
 
 namespace {
 
@@ -265,4 +265,4 @@ int job_exit_code(const std::vector<JobRow>& rows) {
   return 0;
 }
 
-}  // namespace spark::launch::doctor
+}  // namespace spark::doctor

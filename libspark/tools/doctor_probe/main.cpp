@@ -275,7 +275,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   if (tcp_lanes.empty()) tcp_lanes.push_back({"lo", 1, 0x7f000001u, 8});
   std::vector<net::Listener> listeners;
   std::vector<int> ports;
-  const auto [first_port, last_port] = CommOptions::from_config(cfg).tcp_ports;
+  const auto [first_port, last_port] = opts.tcp_ports;
   for (std::size_t i = 0; i < tcp_lanes.size();) {
     try {
       listeners.emplace_back(tcp_lanes[i].ipv4, "lane " + tcp_lanes[i].name, SOCK_NONBLOCK, 64,

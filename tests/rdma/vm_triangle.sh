@@ -6,6 +6,9 @@
 # Cases, one boot (docs/roce.md, "Soft-RoCE scenarios"):
 #   1. default transport: every pair on roce over its own cable (per-peer report; packets on
 #      every rxe link), collectives checked on every rank;
+#   1b. sub-communicators on direct roce lanes (issue 18): --split %2 makes {0, 2} (one
+#      cable, vm1 rxe1 <-> vm3 rxe0) and {1}; the pair's allreduces are checked and its
+#      packets go over that cable, not over node 1's other one;
 #   2. the plan prefers port 0 (SPARK_LANES=rxe0 on node 1) for a job with node 3, which is
 #      cabled to port 1: the map wins, the job runs on rxe1 (and not on rxe0);
 #   3. a stopped rank (node 3) is named by both neighbours' records;
@@ -60,6 +63,24 @@ default_roce() {
   esac
   if grep -q "tcp" /tmp/ar.out; then echo "a pair fell back to tcp"; return 1; fi
   [ $d0 -gt 300 ] && [ $d1 -gt 300 ]
+}
+
+# 1b. Sub-communicators on direct roce lanes: {0, 2} and {1} (alone).
+split_direct() {
+  p0=$(pkts 0) p1=$(pkts 1)
+  job3 29509 allreduce_perf --split %2 -b 8 -e 1M -f 32 -n 2 -w 1 >/tmp/sd.out 2>&1
+  rc=$?
+  cat /tmp/sd.out
+  [ $rc -eq 0 ] || return 1
+  d0=$(( $(pkts 0) - p0 )) d1=$(( $(pkts 1) - p1 ))
+  echo "RoCE packets sent: rxe0 $d0, rxe1 $d1"
+  # The first rank of each group (world ranks 0 and 1) prints its rows.
+  case $node in
+    1) expect "# allreduce: 2 ranks of 3 in comm 1 (color 0, size 2), transport roce" /tmp/sd.out &&
+       expect "# wrong results: 0" /tmp/sd.out && [ $d1 -gt 100 ] ;;
+    2) expect "# allreduce: 1 ranks of 3 in comm 1 (color 1, size 1)" /tmp/sd.out &&
+       expect "# wrong results: 0" /tmp/sd.out ;;
+  esac
 }
 
 # 2. The binding plan prefers port 0 on node 1, but node 3 is cabled to its port 1.
@@ -199,6 +220,7 @@ probe_fails() {
 run peer_up reachable $neighbours
 [ $failed -eq 0 ] || exit 1
 run triangle_default_roce default_roce
+run triangle_split_direct split_direct
 run triangle_map_wins_port1 map_wins
 run triangle_stopped_rank stopped_rank
 run triangle_cable_down cable_down

@@ -36,12 +36,17 @@ TEST_P(Split, ColorsKeysNegativeColorNestedAndDup) {
   RankSpec spec;
   spec.size = std::get<0>(GetParam());
   spec.transport = std::get<1>(GetParam());
-  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+  const std::string transport = spec.transport;
+  auto codes = run_ranks(spec, [transport](CommunicatorImpl& comm, int rank) {
     int errors = 0;
     const int n = comm.size();
     {  // color = parity, key = -rank: each group ranked by descending world rank
       auto sub = comm.split(rank % 2, -rank);
       RANK_CHECK(sub != nullptr, "no communicator for color %d", rank % 2);
+      // What reaches its own members: a group of one rank needs no transport.
+      const std::string want_transport = sub->size() == 1 ? "self" : transport;
+      RANK_CHECK(sub->transport_summary() == want_transport, "transports '%s', expected '%s'",
+                 sub->transport_summary().c_str(), want_transport.c_str());
       std::vector<std::int32_t> expect;
       for (int r = n - 1; r >= 0; --r)
         if (r % 2 == rank % 2) expect.push_back(r);

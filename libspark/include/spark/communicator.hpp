@@ -46,7 +46,8 @@ class Communicator {
   int local_size() const noexcept;
   /// This rank's node (SPARK_HOST from the launcher, else the host name).
   std::string node_id() const;
-  /// What this rank uses to reach its peers: "shm", "tcp", "tcp+shm", "roce", or "self".
+  /// What this rank uses to reach this communicator's other members: "shm", "tcp",
+  /// "shm+tcp", "roce", or "self" (a communicator of one rank).
   std::string transports() const;
 
   /// recv may equal send (in place). count elements on every rank.

@@ -1,5 +1,6 @@
 #include "comm/communicator_impl.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "spark/error.hpp"
@@ -29,11 +30,14 @@ CommunicatorImpl::~CommunicatorImpl() {
 }
 
 std::string CommunicatorImpl::transport_summary() const {
-  if (world_ != this) return world_->transport_summary();
-  if (transports_.empty()) return "self";
+  // The transports that reach this communicator's members, in the world's order: a
+  // sub-communicator of one node says "shm" even when the world also runs tcp, one of a
+  // single rank "self".
   std::string s;
-  for (const auto& t : transports_) s += (s.empty() ? "" : "+") + std::string(t->name());
-  return s;
+  for (const auto& t : world_->transports_)
+    if (std::find(by_peer_.begin(), by_peer_.end(), t.get()) != by_peer_.end())
+      s += (s.empty() ? "" : "+") + std::string(t->name());
+  return s.empty() ? "self" : s;
 }
 
 }  // namespace spark

@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const auto rows = spark::doctor::decode_rows(text);
         // A decoded table is printed: render it and its exit status.
         (void)spark::doctor::render_job(rows);
-        (void)spark::doctor::job_exit_code(rows);
+        (void)spark::doctor::verdict(rows).exit_code();
         break;
       }
       case 1:

@@ -115,7 +115,7 @@ TEST(DoctorJob, TriangleEveryPairDirectOnItsCable) {
   EXPECT_EQ(rows[0].status, Status::ok);
   EXPECT_NE(rows[0].detail.find("roce0(10.0.1.1)->roce1(10.0.1.2)"), std::string::npos)
       << rows[0].detail;
-  EXPECT_EQ(job_exit_code(rows), 0);
+  EXPECT_EQ(verdict(rows).exit_code(), 0);
 }
 
 TEST(DoctorJob, AFailedCableMeansRelayAndAnIsolatedRankFails) {
@@ -132,7 +132,7 @@ TEST(DoctorJob, AFailedCableMeansRelayAndAnIsolatedRankFails) {
   rows = reach_rows(r, rank_map(r, {links[0]}));
   EXPECT_EQ(rows[1].status, Status::fail);
   EXPECT_NE(rows[1].detail.find("UNREACHABLE"), std::string::npos);
-  EXPECT_EQ(job_exit_code(rows), 1);
+  EXPECT_EQ(verdict(rows).exit_code(), 1);
 }
 
 TEST(DoctorJob, TcpLanesFollowRdmaLanesInTheRouteTable) {
@@ -157,10 +157,30 @@ TEST(DoctorJob, TableHasTheColumnsAndTheVerdict) {
             0u)
       << t;
   EXPECT_NE(t.find("all well"), std::string::npos);
-  EXPECT_EQ(job_exit_code(rows), 0);
+  EXPECT_EQ(verdict(rows).exit_code(), 0);
   rows.push_back({"h0", 0, "MTU", "rxe0", "-", Status::warn, "-", "1500"});
   EXPECT_NE(render_job(rows).find("0 problem(s), 1 warning(s)"), std::string::npos);
-  EXPECT_EQ(job_exit_code(rows), 1);
+  EXPECT_EQ(verdict(rows).exit_code(), 1);
   EXPECT_EQ(format_latency(12.34), "12.3 us");
   EXPECT_EQ(format_latency(1250), "1.25 ms");
+}
+
+// The host table and the job table end with the same verdict (one rule over the rows' status):
+// info rows count for nothing, FAIL and WARN rows each for their own count.
+TEST(DoctorJob, HostAndJobTablesShareTheVerdict) {
+  const std::vector<Row> host = {{"MTU", "rxe0", Status::warn, "1500"},
+                                 {"locked memory", "ulimit -l", Status::fail, "8 MiB"},
+                                 {"library", "PMIx", Status::info, "-"}};
+  std::vector<JobRow> job;
+  for (const Row& r : host) job.push_back(host_row("h0", 0, r));
+  const Verdict v = verdict(job);
+  EXPECT_EQ(v.fails, 1);
+  EXPECT_EQ(v.warns, 1);
+  EXPECT_EQ(v.exit_code(), 1);
+  EXPECT_EQ(v.line(), "sparkrun doctor: 1 problem(s), 1 warning(s)\n");
+  EXPECT_EQ(verdict(host).line(), v.line());
+  EXPECT_TRUE(render(host).ends_with(v.line()));
+  EXPECT_TRUE(render_job(job).ends_with(v.line()));
+  EXPECT_EQ(Verdict{}.line(), "sparkrun doctor: all well\n");
+  EXPECT_EQ(Verdict{}.exit_code(), 0);
 }

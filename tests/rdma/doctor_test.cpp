@@ -36,7 +36,7 @@ const Row* find(const std::vector<Row>& rows, const std::string& check) {
 
 TEST(Doctor, HealthyHostExitsZero) {
   auto rows = evaluate(healthy());
-  EXPECT_EQ(exit_code(rows), 0) << render(rows);
+  EXPECT_EQ(verdict(rows).exit_code(), 0) << render(rows);
   EXPECT_NE(render(rows).find("all well"), std::string::npos);
   EXPECT_NE(render(rows).find("index 3 ::ffff:10.0.0.1"), std::string::npos);
 }
@@ -46,7 +46,7 @@ TEST(Doctor, NoDeviceSaysSoPlainlyAndChecksTheRest) {
   f.devices.clear();
   f.no_device = "no RDMA device found: ibv_get_device_list failed: Function not implemented";
   auto rows = evaluate(f);
-  EXPECT_EQ(exit_code(rows), 1);
+  EXPECT_EQ(verdict(rows).exit_code(), 1);
   const Row* r = find(rows, "rdma devices");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->status, Status::fail);
@@ -64,8 +64,8 @@ TEST(Doctor, Mtu1500IsAWarningWithTheFix) {
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->status, Status::warn);
   EXPECT_NE(r->detail.find("ip link set enp1s0f0np0 mtu 9000"), std::string::npos) << r->detail;
-  EXPECT_EQ(exit_code(rows), 1);
-  EXPECT_EQ(exit_code(evaluate(f, 1500)), 0);  // --expect-mtu 1500
+  EXPECT_EQ(verdict(rows).exit_code(), 1);
+  EXPECT_EQ(verdict(evaluate(f, 1500)).exit_code(), 0);  // --expect-mtu 1500
 }
 
 TEST(Doctor, LowMemlockFailsWithTheFix) {
@@ -95,6 +95,6 @@ TEST(Doctor, BadEnvironmentIsReported) {
   HostFacts f = healthy();
   f.env_problems.push_back("SPARK_IB_GID_INDEX=\"\" is not a GID index");
   auto rows = evaluate(f);
-  EXPECT_EQ(exit_code(rows), 1);
+  EXPECT_EQ(verdict(rows).exit_code(), 1);
   EXPECT_EQ(find(rows, "environment")->status, Status::fail);
 }

@@ -121,26 +121,10 @@ std::string render(const std::vector<Row>& rows) {
   };
   std::string out =
       pad("CHECK", w0) + "  " + pad("ITEM", w1) + "  " + pad("STATUS", w2) + "  DETAIL\n";
-  int fails = 0, warns = 0;
-  for (const Row& r : rows) {
+  for (const Row& r : rows)
     out += pad(r.check, w0) + "  " + pad(r.item, w1) + "  " + pad(status_text(r.status), w2) +
            "  " + r.detail + "\n";
-    fails += r.status == Status::fail;
-    warns += r.status == Status::warn;
-  }
-  if (fails == 0 && warns == 0) {
-    out += "sparkrun doctor: all well\n";
-  } else {
-    out += "sparkrun doctor: " + std::to_string(fails) + " problem(s), " + std::to_string(warns) +
-           " warning(s)\n";
-  }
-  return out;
-}
-
-int exit_code(const std::vector<Row>& rows) {
-  for (const Row& r : rows)
-    if (r.status == Status::fail || r.status == Status::warn) return 1;
-  return 0;
+  return out + verdict(rows).line();
 }
 
 HostFacts gather(const std::string& sysfs) {

@@ -46,16 +46,39 @@ struct Row {
   std::string detail;
 };
 
+/// The judgement of a doctor table (host checks or the job table, any rows with a `status`):
+/// how many rows are FAIL and WARN, the one-line verdict under the table, and the exit status.
+struct Verdict {
+  int fails = 0, warns = 0;
+  /// "sparkrun doctor: all well" or "sparkrun doctor: N problem(s), M warning(s)", with "\n".
+  std::string line() const {
+    if (fails == 0 && warns == 0) return "sparkrun doctor: all well\n";
+    return "sparkrun doctor: " + std::to_string(fails) + " problem(s), " + std::to_string(warns) +
+           " warning(s)\n";
+  }
+  /// 0 when no row is warn or fail, else 1.
+  int exit_code() const { return fails == 0 && warns == 0 ? 0 : 1; }
+};
+
+/// The verdict of any table whose rows have a `status` (Row, JobRow).
+template <class Rows>
+Verdict verdict(const Rows& rows) {
+  Verdict v;
+  for (const auto& r : rows) {
+    v.fails += r.status == Status::fail;
+    v.warns += r.status == Status::warn;
+  }
+  return v;
+}
+
 /// Locked memory below this is reported as a failure (two lanes x two peers of mailboxes
 /// and staging need tens of MiB).
 inline constexpr std::uint64_t kMinMemlock = 64ull << 20;
 
 /// The checks, one row each. `expect_mtu`: the interface MTU a Spark fabric uses (9000).
 std::vector<Row> evaluate(const HostFacts& facts, int expect_mtu = 9000);
-/// Fixed-width table plus a one-line verdict.
+/// Fixed-width table plus its verdict line; the exit status is verdict(rows).exit_code().
 std::string render(const std::vector<Row>& rows);
-/// 0 when no row is warn or fail, else 1.
-int exit_code(const std::vector<Row>& rows);
 
 /// Gathers facts from the live host; `sysfs` is /sys (tests inject a fake tree).
 HostFacts gather(const std::string& sysfs = "/sys");

@@ -245,24 +245,8 @@ std::string render_job(const std::vector<JobRow>& rows) {
     return out + "\n";
   };
   std::string out = line(head);
-  int fails = 0, warns = 0;
-  for (std::size_t i = 0; i < cells.size(); ++i) {
-    out += line(cells[i]);
-    fails += rows[i].status == Status::fail;
-    warns += rows[i].status == Status::warn;
-  }
-  if (fails == 0 && warns == 0)
-    out += "sparkrun doctor: all well\n";
-  else
-    out += "sparkrun doctor: " + std::to_string(fails) + " problem(s), " + std::to_string(warns) +
-           " warning(s)\n";
-  return out;
-}
-
-int job_exit_code(const std::vector<JobRow>& rows) {
-  for (const JobRow& r : rows)
-    if (r.status == Status::fail || r.status == Status::warn) return 1;
-  return 0;
+  for (const auto& row : cells) out += line(row);
+  return out + verdict(rows).line();
 }
 
 }  // namespace spark::doctor

@@ -82,9 +82,8 @@ std::vector<fabric::Lane> combined_lanes(const RankLanes& r);
 /// none does (info: a ring needs it), FAIL when the peer cannot be reached at all.
 std::vector<JobRow> reach_rows(const std::vector<RankLanes>& ranks, const fabric::FabricMap& map);
 
-/// The fixed-width table plus a one-line verdict; exit status 0 only when no row is WARN/FAIL.
+/// The fixed-width table plus its verdict line; the exit status is verdict(rows).exit_code().
 std::string render_job(const std::vector<JobRow>& rows);
-int job_exit_code(const std::vector<JobRow>& rows);
 
 /// "12.3 us" / "1.25 ms" for a latency given in microseconds.
 std::string format_latency(double us);

@@ -228,7 +228,7 @@ int run(int argc, char** argv) {
   if (o.host_checks) {
     const auto rows = evaluate(gather(o.sysfs), o.expect_mtu);
     std::cout << render(rows) << std::flush;
-    return exit_code(rows);
+    return verdict(rows).exit_code();
   }
   const auto cfg = config::Config::from_environment();
   log::configure(cfg);
@@ -499,7 +499,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
               << (links.empty() ? "" : ", round trips of " + std::to_string(o.iters) + " x 8 bytes")
               << "\n"
               << render_job(all) << std::flush;
-    code = job_exit_code(all);
+    code = verdict(all).exit_code();
   }
   boot->fence(fence_timeout);  // rank 0 has read everything before anyone leaves
   return code;

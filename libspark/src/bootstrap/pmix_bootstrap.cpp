@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/node_layout.hpp"
@@ -61,11 +65,64 @@ std::optional<long long> as_integer(const pmix_value_t& v) {
   }
 }
 
+// OpenPMIx 4.2's server reads a client's handshake with a blocking read on its only thread: a
+// client stopped between connect() and its handshake (a rank under SIGSTOP, or any local
+// process that connects and sends nothing) holds every other client of that server, and the
+// server's own fence timeout never fires. Both waits of a rank on its server are therefore
+// bounded on the rank's side too (docs/reliability.md, "A held PMIx server").
+constexpr std::chrono::milliseconds kServerAnswerGrace{2000};
+
+int whole_seconds(std::chrono::milliseconds ms) {
+  // PMIx counts whole seconds; round up so that a short timeout never becomes "infinite" (0).
+  return static_cast<int>(std::max<std::int64_t>(1, (ms.count() + 999) / 1000));
+}
+
+// The client's wait for the server's answer to its handshake: OpenPMIx's MCA variable, read
+// from the environment by PMIx_Init. A value the user set is kept.
+void bound_handshake_wait(std::chrono::milliseconds join) {
+  const char* name = "PMIX_MCA_ptl_base_handshake_wait_time";
+  if (std::getenv(name) == nullptr) {
+    ::setenv(name, std::to_string(whole_seconds(join + kServerAnswerGrace)).c_str(), 0);
+  }
+}
+
+// One PMIx_Fence_nb in flight. Shared with PMIx's callback, which may come after the rank
+// gave up waiting (or never, once PMIx is finalized): the callback holds its own reference.
+struct FenceCall {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  pmix_status_t status = PMIX_SUCCESS;
+  pmix_info_t info[2];
+
+  static void on_done(pmix_status_t status, void* cbdata) {
+    auto* self = static_cast<std::shared_ptr<FenceCall>*>(cbdata);
+    {
+      std::lock_guard<std::mutex> lock((*self)->mutex);
+      (*self)->status = status;
+      (*self)->done = true;
+    }
+    (*self)->done_cv.notify_all();
+    delete self;
+  }
+};
+
 class PmixBootstrap final : public Bootstrap {
  public:
   explicit PmixBootstrap(const config::Config& config)
       : print_abort_(!config.value("SPARK_JOB_ID")) {
+    const std::chrono::milliseconds join(config.join_timeout_ms());
+    bound_handshake_wait(join);
+    const auto started = std::chrono::steady_clock::now();
     const pmix_status_t rc = PMIx_Init(&self_, nullptr, 0);
+    if (rc == PMIX_ERR_UNREACH && std::chrono::steady_clock::now() - started >= join) {
+      const char* rank = std::getenv("PMIX_RANK");
+      throw BootstrapError(fmt::format(
+          "PMIx: rank {}: the PMIx server did not answer this rank's handshake within {} ms "
+          "(SPARK_JOIN_TIMEOUT_MS): its thread is held by another process connected to it "
+          "(a rank stopped by SIGSTOP or a debugger while connecting, or a foreign process)",
+          rank != nullptr ? rank : "?", join.count()));
+    }
     if (rc != PMIX_SUCCESS) {
       throw BootstrapError(fmt::format(
           "PMIx: PMIx_Init failed ({}) although PMIX_RANK/PMIX_NAMESPACE are set: the PMIx "
@@ -127,15 +184,30 @@ class PmixBootstrap final : public Bootstrap {
   }
 
   void fence(std::chrono::milliseconds timeout) override {
+    auto call = std::make_shared<FenceCall>();
     bool collect = true;
-    // PMIx counts whole seconds; round up so that a short timeout never becomes "infinite" (0).
-    int seconds = static_cast<int>(std::max<std::int64_t>(1, (timeout.count() + 999) / 1000));
-    pmix_info_t info[2];
-    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &seconds, PMIX_INT);
-    const pmix_status_t rc = PMIx_Fence(nullptr, 0, info, 2);
-    PMIX_INFO_DESTRUCT(&info[0]);
-    PMIX_INFO_DESTRUCT(&info[1]);
+    int seconds = whole_seconds(timeout);
+    PMIX_INFO_LOAD(&call->info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    PMIX_INFO_LOAD(&call->info[1], PMIX_TIMEOUT, &seconds, PMIX_INT);
+    auto* held = new std::shared_ptr<FenceCall>(call);
+    pmix_status_t rc = PMIx_Fence_nb(nullptr, 0, call->info, 2, &FenceCall::on_done, held);
+    if (rc == PMIX_SUCCESS) {
+      std::unique_lock<std::mutex> lock(call->mutex);
+      // The server times the fence out at `timeout`; past the grace, it is not answering.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds) +
+                            kServerAnswerGrace;
+      if (!call->done_cv.wait_until(lock, deadline, [&] { return call->done; })) {
+        throw BootstrapError(fmt::format(
+            "PMIx: rank {}: fence timed out after {} ms, and the PMIx server did not answer "
+            "for {} ms more: its thread is held by a process connected to it (a rank stopped "
+            "by SIGSTOP or a debugger while connecting, or a foreign process)",
+            rank(), timeout.count(), kServerAnswerGrace.count()));
+      }
+      rc = call->status;
+    } else {
+      delete held;  // not started: no callback will come
+      if (rc == PMIX_OPERATION_SUCCEEDED) rc = PMIX_SUCCESS;
+    }
     if (rc == PMIX_ERR_TIMEOUT) {
       throw BootstrapError(fmt::format(
           "PMIx: rank {}: fence timed out after {} ms: not every rank of the job reached it (a "

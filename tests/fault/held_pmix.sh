@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# A held PMIx server (docs/reliability.md): OpenPMIx 4.2 reads a client's handshake with a
+# blocking read on its only thread, so one process connected to sparkrun's PMIx server that
+# sends nothing (a rank stopped by SIGSTOP while connecting, or a foreign process) holds every
+# rank of the job, and the server's own fence timeout never fires. The ranks bound both of
+# their waits on the server themselves: the job must end by itself, exit 1, with the reason.
+#   held_pmix.sh SPARKRUN FAULT_STREAM
+set -u
+. "$(dirname "$0")/lib.sh"
+sparkrun=$1 prog=$2
+tag="held$$x"
+work=$(mktemp -d /tmp/spark-held.XXXXXX)
+cleanup() {
+  pkill -9 -f -- "$tag" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work/tmp"
+# Rank 0 connects a silent holder to the server (bash's /dev/tcp, the socket open for 40 s)
+# after HOLD_AFTER seconds; then every rank starts its program after START_AFTER seconds.
+cat >"$work/rank.sh" <<'EOS'
+hold_after=$1 start_after=$2 tag=$3
+shift 3
+if [ "$SPARK_RANK" = 0 ]; then
+  sleep "$hold_after"
+  bash -c 'exec 3<>"/dev/tcp/127.0.0.1/${PMIX_SERVER_URI41##*:}"; exec sleep 40' "$tag" &
+fi
+sleep "$start_after"
+exec "$@"
+EOS
+# held_job NAME HOLD_AFTER START_AFTER EXPECTED_TEXT
+held_job() {
+  local name=$1 out=$work/$1.out start rc took
+  start=$(now_ms)
+  TMPDIR=$work/tmp SPARK_JOIN_TIMEOUT_MS=3000 timeout 50 "$sparkrun" -n 3 --kill-grace 0.5 \
+    bash "$work/rank.sh" "$2" "$3" "$tag" "$prog" healthy 10 "$tag" >"$out" 2>&1
+  rc=$?
+  took=$(($(now_ms) - start))
+  echo "--- $name: exit $rc after $took ms"
+  cat "$out"
+  [ "$rc" = 1 ] || fail "$name: exit $rc, expected 1 (a held PMIx server must end the job)"
+  # 3 s join + 2 s grace, then PMIx's 2 s finalize wait: well under the holder's 40 s.
+  [ "$took" -lt 20000 ] || fail "$name: took $took ms (the wait on the server is not bounded)"
+  grep -q -- "$4" "$out" || fail "$name: no line says \"$4\""
+  pkill -9 -f -- "$tag" 2>/dev/null
+}
+# The holder first: every rank's handshake waits for the server.
+held_job handshake 0 1 "the PMIx server did not answer this rank's handshake within 3000 ms"
+# The ranks in the fence first (ranks 1 and 2 start at once; rank 0 holds after 1 s).
+held_job fence 1 0 "and the PMIx server did not answer for 2000 ms more"
+sleep 0.5
+[ -z "$(leftovers "$tag")" ] || fail "processes left: $(leftovers "$tag" | tr '\n' ' ')"
+[ -z "$(find "$work/tmp" -mindepth 1)" ] || fail "job directory entries left in TMPDIR"
+echo PASS

@@ -194,8 +194,8 @@ class PmixBootstrap final : public Bootstrap {
     if (rc == PMIX_SUCCESS) {
       std::unique_lock<std::mutex> lock(call->mutex);
       // The server times the fence out at `timeout`; past the grace, it is not answering.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds) +
-                            kServerAnswerGrace;
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(seconds) + kServerAnswerGrace;
       if (!call->done_cv.wait_until(lock, deadline, [&] { return call->done; })) {
         throw BootstrapError(fmt::format(
             "PMIx: rank {}: fence timed out after {} ms, and the PMIx server did not answer "

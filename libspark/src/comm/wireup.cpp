@@ -89,19 +89,19 @@ std::string rank_list(const std::vector<int>& ranks) {
 // Transport::unreachable) is reached over tcp instead, with one note from rank 0 naming the
 // pair and the reason (docs/roce.md). Whether that can happen is known alike on every rank,
 // so all of them take the fence (and, when some pair fell back, the second one) or none.
+// The lost peers get a tcp instance of their own (Setup::fallback): the job's tcp transport,
+// where there is one, is connected already and may have taken the fabric map's fence, which
+// the ranks of a fallback pair alone cannot take again.
 void CommunicatorImpl::fall_back_to_tcp(const transport::Setup& base,
                                         std::chrono::milliseconds join) {
   if (!transport::may_fall_back(base)) return;
-  std::vector<int> mine;
-  std::map<int, std::string> why;
-  std::string lost;  // "peer reason\n" per peer
+  std::vector<std::pair<int, std::string>> lost;  // (peer, why), by peer
   for (auto& t : transports_)
-    for (const auto& [r, text] : t->unreachable()) {
-      mine.push_back(r);
-      why[r] = text;
-      lost += std::to_string(r) + ' ' + text + '\n';
-    }
-  boot_->put("spark.fallback", bootstrap::as_bytes(lost));
+    for (auto& peer : t->unreachable()) lost.push_back(std::move(peer));
+  std::sort(lost.begin(), lost.end());
+  std::string published;  // "peer why\n" per lost peer
+  for (const auto& [r, why] : lost) published += std::to_string(r) + ' ' + why + '\n';
+  boot_->put("spark.fallback", bootstrap::as_bytes(published));
   boot_->commit();
   fence(*boot_, join, "RDMA probe results");
   bool any = false;
@@ -122,12 +122,11 @@ void CommunicatorImpl::fall_back_to_tcp(const transport::Setup& base,
     }
   }
   if (!any) return;
-  std::sort(mine.begin(), mine.end());
   transport::Setup s = base;
-  s.peers = mine;
   s.fallback = true;
+  for (const auto& [r, why] : lost) s.peers.push_back(r);
   transport::Transport* tcp = nullptr;
-  if (!mine.empty()) {
+  if (!lost.empty()) {
     transports_.push_back(transport::choose_transport("tcp", false).make(s));
     tcp = transports_.back().get();
     boot_->put("spark.tcp.fallback", bootstrap::as_bytes(tcp->endpoint()));
@@ -136,16 +135,15 @@ void CommunicatorImpl::fall_back_to_tcp(const transport::Setup& base,
   fence(*boot_, join, "tcp endpoints of the fallback");
   if (tcp == nullptr) return;
   std::vector<std::string> endpoints(static_cast<std::size_t>(size_));
-  for (int r : mine) {
+  for (const auto& [r, why] : lost) {
     endpoints[static_cast<std::size_t>(r)] =
         bootstrap::to_string(boot_->get(r, "spark.tcp.fallback"));
     by_peer_[static_cast<std::size_t>(r)] = tcp;
     if (log::enabled(log::Level::info, "wireup"))
       log::line("wireup", fmt::format("rank {} -> rank {}: tcp [{} -> {}: tcp, {}]", rank_, r,
-                                      node_id_, nodes_[static_cast<std::size_t>(r)], why[r]));
+                                      node_id_, nodes_[static_cast<std::size_t>(r)], why));
   }
   tcp->connect(s, endpoints);
-  piece_ = std::min(piece_, tcp->slot_bytes());
 }
 
 void CommunicatorImpl::wire_up() {
@@ -245,9 +243,10 @@ void CommunicatorImpl::wire_up() {
       log::line(t.name(), fmt::format("connected to ranks {} in {:.1f} ms (slots of {} bytes)",
                                       rank_list(setups[i].peers), ms_since(tc), t.slot_bytes()));
     if (auto ring = t.direct_ring(); !ring.empty()) ring_ = std::move(ring);
-    piece_ = std::min(piece_, t.slot_bytes());
   }
   fall_back_to_tcp(base, join);
+  // A message fits every transport's slots, the fallback's too (set_piece_bytes goes no higher).
+  for (const auto& t : transports_) piece_ = std::min(piece_, t->slot_bytes());
   max_piece_ = piece_;
   // Every rank connected (and every shm segment mapped) before init returns.
   barrier();

@@ -4,6 +4,7 @@
 # sends nothing (a rank stopped by SIGSTOP while connecting, or a foreign process) holds every
 # rank of the job, and the server's own fence timeout never fires. The ranks bound both of
 # their waits on the server themselves: the job must end by itself, exit 1, with the reason.
+# And a rank stopped before it connects is named by sparkrun when the job fails.
 #   held_pmix.sh SPARKRUN FAULT_STREAM
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -48,6 +49,20 @@ held_job() {
 held_job handshake 0 1 "the PMIx server did not answer this rank's handshake within 3000 ms"
 # The ranks in the fence first (ranks 1 and 2 start at once; rank 0 holds after 1 s).
 held_job fence 1 0 "and the PMIx server did not answer for 2000 ms more"
+# A rank stopped before it connects: the others' fence times out, and sparkrun names it.
+cat >"$work/stopped.sh" <<'EOS'
+[ "$SPARK_RANK" = 0 ] && kill -STOP $$
+exec "$@"
+EOS
+out=$work/stopped.out
+TMPDIR=$work/tmp SPARK_JOIN_TIMEOUT_MS=3000 timeout 50 "$sparkrun" -n 3 --kill-grace 0.5 \
+  bash "$work/stopped.sh" "$prog" healthy 10 "$tag" >"$out" 2>&1
+rc=$?
+echo "--- stopped: exit $rc"
+cat "$out"
+[ "$rc" = 1 ] || fail "stopped: exit $rc, expected 1"
+grep -Eq "^sparkrun: rank 0 \(pid [0-9]+\) is stopped \(SIGSTOP" "$out" ||
+  fail "stopped: sparkrun does not name the stopped rank 0"
 sleep 0.5
 [ -z "$(leftovers "$tag")" ] || fail "processes left: $(leftovers "$tag" | tr '\n' ' ')"
 [ -z "$(find "$work/tmp" -mindepth 1)" ] || fail "job directory entries left in TMPDIR"

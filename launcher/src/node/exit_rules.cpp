@@ -3,6 +3,8 @@
 #include <sys/wait.h>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 namespace spark::launch {
 namespace {
@@ -68,6 +70,19 @@ bool ExitTracker::timed_out(double seconds) {
 
 bool ExitTracker::interrupted(int signo) {
   return first(128 + signo, "got " + signal_name(signo) + "; stopping every rank");
+}
+
+std::optional<std::string> stopped_note(int rank, pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so the last ')' ends it.
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return std::nullopt;
+  const char state = stat[close + 2];
+  if (state != 'T' && state != 't') return std::nullopt;
+  return "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ") is stopped (" +
+         (state == 't' ? "traced by a debugger" : "SIGSTOP or job control") +
+         "): its peers waited for it until their timeouts";
 }
 
 }  // namespace spark::launch

@@ -44,4 +44,9 @@ class ExitTracker {
   std::string line_;
 };
 
+/// "rank R (pid P) is stopped (...)" when /proc says the process is stopped or traced (a rank
+/// under SIGSTOP or a debugger holds its peers, and inside its PMIx handshake the PMIx server,
+/// until their timeouts); nothing when it runs or is gone. Said when a job fails.
+std::optional<std::string> stopped_note(int rank, pid_t pid);
+
 }  // namespace spark::launch

@@ -218,6 +218,12 @@ void Runner::begin_abort() {
   aborting_ = true;
   abort_started_ = true;
   if (tracker_.failed()) g_failed_job_code = tracker_.exit_code();
+  if (tracker_.failed()) {
+    for (const auto& r : ranks_) {
+      if (!r.started || r.ended) continue;
+      if (auto note = stopped_note(r.rank, r.pid)) say(*note);
+    }
+  }
   // Multi-host: the node's first failure goes to the launcher, which stops the other nodes.
   if (spec_.link.failed && tracker_.failed())
     spec_.link.failed(tracker_.exit_code(), tracker_.failure_line());

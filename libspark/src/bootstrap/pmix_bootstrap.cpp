@@ -151,7 +151,8 @@ class PmixBootstrap final : public Bootstrap {
   }
 
   ~PmixBootstrap() override {
-    if (initialized_) PMIx_Finalize(nullptr, 0);
+    // A held server would not answer the finalize either (PMIx waits 2 s for it in vain).
+    if (initialized_ && !server_held_) PMIx_Finalize(nullptr, 0);
   }
 
   std::string_view kind() const override { return "pmix"; }
@@ -197,6 +198,7 @@ class PmixBootstrap final : public Bootstrap {
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::seconds(seconds) + kServerAnswerGrace;
       if (!call->done_cv.wait_until(lock, deadline, [&] { return call->done; })) {
+        server_held_ = true;
         throw BootstrapError(fmt::format(
             "PMIx: rank {}: fence timed out after {} ms, and the PMIx server did not answer "
             "for {} ms more: its thread is held by a process connected to it (a rank stopped "
@@ -290,6 +292,7 @@ class PmixBootstrap final : public Bootstrap {
 
   pmix_proc_t self_{};
   bool initialized_ = false;
+  bool server_held_ = false;  ///< a fence found the server not answering (see kServerAnswerGrace)
   bool print_abort_ = false;  ///< no SPARK_JOB_ID: the PMIx server is not sparkrun
   int size_ = 1;
   int local_rank_ = 0;

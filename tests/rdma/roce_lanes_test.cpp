@@ -157,3 +157,51 @@ TEST(RoceLanes, TcpOnlyWhereNoRdmaLaneExistsWithTheReason) {
   EXPECT_NE(choose_roce_peer(map, l, kNames, 2, 0, {}, {}).note.find("spark3 has no RDMA lane"),
             std::string::npos);
 }
+
+namespace {
+RoceJob job_of(std::vector<std::vector<Lane>> l, std::vector<std::string> names) {
+  RoceJob j;
+  j.hosts = std::move(names);
+  for (std::size_t n = 0; n < l.size(); ++n) j.node_of.push_back(static_cast<int>(n));
+  j.prefer.assign(l.size(), {});
+  j.lanes = std::move(l);
+  j.map = rdma_candidate_map(j.lanes);
+  return j;
+}
+}  // namespace
+
+// SPARK_DATA_NET's tcp map plans every node pair as tcp; in a job that mixes roce and tcp the
+// wire-up refuses (registry.cpp, a ConfigError on every rank before any fence) the shapes in
+// which a node would have no tcp transport for that map's fence or a relay would wait for a
+// roce pair's connection; it lets through the mixed shapes tcp's map serves.
+TEST(RoceLanes, MixedJobsThatTcpsOwnMapCannotServe) {
+  // A line of four (a 4-ring with one cable out): 1 <-> 4 on tcp; 2 and 3 reach all on roce.
+  auto line = job_of({{lane("p0", 0, "10.3.1.1/30")},
+                      {lane("p0", 0, "10.3.2.1/30"), lane("p1", 1, "10.3.1.2/30")},
+                      {lane("p0", 0, "10.3.3.1/30"), lane("p1", 1, "10.3.2.2/30")},
+                      {lane("p1", 1, "10.3.3.2/30")}},
+                     kNames);
+  EXPECT_EQ(line.mixed_tcp_map_problem(),
+            "spark1 -> spark4: tcp, spark4 is 3 hops from spark1 and the RoCE relay forwards "
+            "over one intermediate node only; but spark2 reaches every node over RoCE, so it has "
+            "no tcp transport to take part in the tcp map's fence and relays");
+  // A 6-ring: every node has its opposite on tcp, but the pairs two hops apart are relayed
+  // over roce, which tcp's map would route through a tcp relay too.
+  std::vector<std::vector<Lane>> ring6(6);
+  for (int n = 0; n < 6; ++n) {
+    const int next = (n + 1) % 6;
+    ring6[n].push_back(lane("p0", 0, "10.4." + std::to_string(n) + ".1/30"));
+    ring6[next].push_back(lane("p1", 1, "10.4." + std::to_string(n) + ".2/30"));
+  }
+  const auto six = job_of(ring6, {"s1", "s2", "s3", "s4", "s5", "s6"});
+  EXPECT_EQ(six.mixed_tcp_map_problem(),
+            "s1 -> s4: tcp, s4 is 3 hops from s1 and the RoCE relay forwards over one "
+            "intermediate node only; but the tcp map would also route s1 -> s3 (roce via s2) "
+            "through a tcp relay that waits for it");
+  // Served: a triangle whose third node has no RDMA lane (both its pairs on tcp, no relay),
+  // every pair on roce (the 4-ring), every pair on tcp.
+  EXPECT_EQ(job_of({triangle()[0], triangle()[1], {}}, {"a", "b", "c"}).mixed_tcp_map_problem(),
+            "");
+  EXPECT_EQ(job_of(ring4(), kNames).mixed_tcp_map_problem(), "");
+  EXPECT_EQ(job_of({{}, {}}, {"a", "b"}).mixed_tcp_map_problem(), "");
+}

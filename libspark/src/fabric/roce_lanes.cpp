@@ -135,6 +135,33 @@ bool RoceJob::any_roce() const {
   return false;
 }
 
+std::string RoceJob::mixed_tcp_map_problem() const {
+  const int n = map.size();
+  std::vector<bool> has_tcp(static_cast<std::size_t>(n), false);
+  std::string tcp_pair, relayed;
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b) {
+      const auto c = choose_roce_peer(map, lanes, hosts, a, b, {}, {});
+      if (c.kind == RocePeer::Kind::tcp) {
+        has_tcp[static_cast<std::size_t>(a)] = has_tcp[static_cast<std::size_t>(b)] = true;
+        if (tcp_pair.empty()) tcp_pair = describe_roce_peer(c, lanes, hosts, a, b);
+      } else if (c.kind == RocePeer::Kind::relay && relayed.empty()) {
+        relayed = name_of(hosts, a) + " -> " + name_of(hosts, b) + " (roce via " +
+                  name_of(hosts, c.via) + ")";
+      }
+    }
+  if (tcp_pair.empty() || !any_roce()) return {};
+  for (int x = 0; x < n; ++x)
+    if (!has_tcp[static_cast<std::size_t>(x)])
+      return tcp_pair + "; but " + name_of(hosts, x) +
+             " reaches every node over RoCE, so it has no tcp transport to take part in the tcp "
+             "map's fence and relays";
+  if (!relayed.empty())
+    return tcp_pair + "; but the tcp map would also route " + relayed +
+           " through a tcp relay that waits for it";
+  return {};
+}
+
 int RoceJob::speaker(int node) const {
   for (std::size_t r = 0; r < node_of.size(); ++r)
     if (node_of[r] == node) return static_cast<int>(r);

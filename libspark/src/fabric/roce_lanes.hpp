@@ -74,6 +74,12 @@ struct RoceJob {
   /// The first rank of `node`: it speaks for the node and runs its relay.
   int speaker(int node) const;
   std::string describe(int from_rank, int to_rank, const RocePeer& choice) const;
+  /// With SPARK_DATA_NET the tcp transport learns its own map of the data lanes and plans it
+  /// as if every node pair were on tcp: every node takes that map's fence, and a relaying node
+  /// awaits every pair routed through it (transport/tcp/tcp_setup.cpp). In a job that mixes
+  /// roce and tcp that plan holds only when every node has a tcp peer and no roce pair is
+  /// relayed; else why not, naming the nodes. "" when it holds or the job does not mix.
+  std::string mixed_tcp_map_problem() const;
 };
 
 /// What one rank publishes for the choice (a job's wire-up and `sparkrun doctor` alike): its

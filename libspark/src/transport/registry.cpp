@@ -4,6 +4,7 @@
 
 #include "config/config.hpp"
 #include "spark/error.hpp"
+#include "transport/tcp/tcp_transport.hpp"
 #include "transport/verbs/roce_choice.hpp"
 
 namespace spark::transport {
@@ -42,6 +43,14 @@ std::vector<const TransportKind*> choose_transports(const Setup& base,
                                                     std::vector<std::string>* report) {
   const std::string& wanted = base.options->transport;
   const auto job = roce_built() ? roce_job(base) : std::nullopt;
+  // A mixed job that tcp's own map cannot serve would end in a missing key or a relay's
+  // connect timeout; every rank finds this alike before any fence and says so at once.
+  if (job && wanted == "auto" && learns_fabric_map(base))
+    if (const auto why = job->mixed_tcp_map_problem(); !why.empty())
+      throw ConfigError("SPARK_DATA_NET is set and this job mixes roce and tcp: " + why +
+                        ". Run it on one transport (SPARK_TRANSPORT=tcp: every pair on the tcp "
+                        "map, relays included) or unset SPARK_DATA_NET (tcp pairs then connect "
+                        "directly, without the map)");
   const auto& me = base.nodes[static_cast<std::size_t>(base.rank)];
   std::vector<const TransportKind*> out(static_cast<std::size_t>(base.size), nullptr);
   for (int r = 0; r < base.size; ++r) {

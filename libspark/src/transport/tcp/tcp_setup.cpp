@@ -29,12 +29,6 @@ int endpoint_port(const std::string& ep, int rank) {
   return port;
 }
 
-// The map is learnt when ranks span hosts and SPARK_DATA_NET names the lanes (every rank
-// computes this alike, so all of them take the extra fence or none).
-bool uses_fabric(const Setup& s, const TcpOptions& o) {
-  return !s.fallback && !s.one_node() && !o.data_net.empty() && !o.addr;
-}
-
 // Steps 2-3 of the map (step 1, publishing lanes and the probe port, rides on the endpoint
 // fence; the node's speaker answers probes since then, TcpTransport::answer_probes).
 std::unique_ptr<TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, int rank, int size,
@@ -87,6 +81,10 @@ std::unique_ptr<TcpFabric> learn_fabric(bootstrap::Bootstrap& boot, int rank, in
 }
 }  // namespace
 
+bool learns_fabric_map(const Setup& s) {
+  return !s.fallback && !s.one_node() && !s.options->data_net.empty() && !s.options->tcp_addr;
+}
+
 std::unique_ptr<Transport> make_tcp(const Setup& s) {
   const CommOptions& c = *s.options;
   TcpOptions o;
@@ -100,7 +98,7 @@ std::unique_ptr<Transport> make_tcp(const Setup& s) {
   o.token = s.token;
   o.log_dropped = log::enabled(log::Level::info, "tcp");
   auto t = std::make_unique<TcpTransport>(s.rank, s.size, s.peers, o);
-  if (uses_fabric(s, o)) {
+  if (learns_fabric_map(s)) {
     s.boot->put("spark.fabric.lanes", bootstrap::as_bytes(fabric::encode_lanes(t->data_lanes())));
     // The node's speaker answers probes from now on (before the endpoint fence: a peer that
     // probes while this rank is still busy with another transport's set-up is answered).
@@ -126,7 +124,7 @@ void TcpTransport::connect(const Setup& s, const std::vector<std::string>& endpo
         r != s.rank &&
         s.nodes[static_cast<std::size_t>(r)] == s.nodes[static_cast<std::size_t>(s.rank)];
   std::unique_ptr<TcpFabric> fab;
-  if (uses_fabric(s, opt_)) {
+  if (learns_fabric_map(s)) {
     fab = learn_fabric(*s.boot, s.rank, s.size, s.nodes, s.join, opt_.token);
     probe_answerer_.reset();  // every node has probed (learn_fabric's fence)
     probe_listener_.reset();

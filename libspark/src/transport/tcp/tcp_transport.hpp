@@ -65,6 +65,11 @@ std::string relayed_lane_detail(const std::string& relay_host, int relay_rank);
 /// their nodes share a lane or are one node). Pure; used by both ends and by tests.
 std::vector<int> relay_path(const TcpFabric& fabric, int src, int dst);
 
+/// The map is learnt when ranks span hosts and SPARK_DATA_NET names the lanes (and
+/// SPARK_TCP_ADDR is unset; never for the wire-up's fallback instance). Every rank computes
+/// this alike, so all of them take the map's extra fence or none (docs/fabric.md).
+bool learns_fabric_map(const Setup& s);
+
 class TcpTransport final : public Transport {
  public:
   /// Opens the listening socket. `peers`: the ranks reached over tcp.

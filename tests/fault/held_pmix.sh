@@ -4,7 +4,8 @@
 # sends nothing (a rank stopped by SIGSTOP while connecting, or a foreign process) holds every
 # rank of the job, and the server's own fence timeout never fires. The ranks bound both of
 # their waits on the server themselves: the job must end by itself, exit 1, with the reason.
-# And a rank stopped before it connects is named by sparkrun when the job fails.
+# And a rank stopped before it connects is named by sparkrun when the job fails; and a rank's
+# abort (PMIx_Abort) to a held server is bounded too.
 #   held_pmix.sh SPARKRUN FAULT_STREAM
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -63,6 +64,35 @@ cat "$out"
 [ "$rc" = 1 ] || fail "stopped: exit $rc, expected 1"
 grep -Eq "^sparkrun: rank 0 \(pid [0-9]+\) is stopped \(SIGSTOP" "$out" ||
   fail "stopped: sparkrun does not name the stopped rank 0"
+# Held after wire-up, then a rank stopped: the survivors' records go to PMIx_Abort, which the
+# held server never answers; they must leave by themselves and the job end (exit 1).
+cat >"$work/late.sh" <<'EOS'
+echo $$ >"$W/pid.$SPARK_RANK"
+echo "${PMIX_SERVER_URI41##*:}" >"$W/port"
+exec "$@"
+EOS
+export W=$work/late
+mkdir -p "$W"
+out=$work/late.out
+start=$(now_ms)
+TMPDIR=$work/tmp SPARKNET_ROCE_TIMEOUT_MS=300 timeout 50 "$sparkrun" -n 3 --kill-grace 0.5 \
+  bash "$work/late.sh" "$prog" healthy 1000000 "$tag" >"$out" 2>&1 &
+sp=$!
+for r in $(seq 1 100); do [ -f "$W/pid.1" ] && [ -f "$W/port" ] && break; sleep 0.05; done
+sleep 1  # wired up: the stream runs
+bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; exec sleep 40' "$tag" "$(cat "$W/port")" &
+sleep 0.5
+kill -STOP "$(cat "$W/pid.1")"
+wait "$sp"
+rc=$?
+took=$(($(now_ms) - start))
+echo "--- abort: exit $rc after $took ms"
+cat "$out"
+[ "$rc" = 1 ] || fail "abort: exit $rc, expected 1"
+[ "$took" -lt 20000 ] || fail "abort: took $took ms (PMIx_Abort to a held server is not bounded)"
+grep -q "the PMIx server did not take the abort within 5000 ms" "$out" ||
+  fail "abort: no rank says the server did not take its abort"
+pkill -9 -f -- "$tag" 2>/dev/null
 sleep 0.5
 [ -z "$(leftovers "$tag")" ] || fail "processes left: $(leftovers "$tag" | tr '\n' ' ')"
 [ -z "$(find "$work/tmp" -mindepth 1)" ] || fail "job directory entries left in TMPDIR"

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <system_error>
+#include <thread>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/node_layout.hpp"
@@ -69,8 +71,11 @@ std::optional<long long> as_integer(const pmix_value_t& v) {
 // client stopped between connect() and its handshake (a rank under SIGSTOP, or any local
 // process that connects and sends nothing) holds every other client of that server, and the
 // server's own fence timeout never fires. Both waits of a rank on its server are therefore
-// bounded on the rank's side too (docs/reliability.md, "A held PMIx server").
+// bounded on the rank's side too, and so is its abort (docs/reliability.md, "A held PMIx
+// server").
 constexpr std::chrono::milliseconds kServerAnswerGrace{2000};
+// A live server takes an abort in milliseconds, even at load 16; this is for a held one.
+constexpr std::chrono::milliseconds kAbortAnswerWait{5000};
 
 int whole_seconds(std::chrono::milliseconds ms) {
   // PMIx counts whole seconds; round up so that a short timeout never becomes "infinite" (0).
@@ -254,10 +259,42 @@ class PmixBootstrap final : public Bootstrap {
     }
     std::fflush(nullptr);  // keep what the application printed: the launcher kills us next
     // Asks the server to end the whole job (every rank, every node) with this message.
-    const pmix_status_t rc = PMIx_Abort(code, message.c_str(), nullptr, 0);
-    if (rc != PMIX_SUCCESS) {
+    // PMIx_Abort waits for the server's answer, which a held server never gives: it runs on a
+    // thread, and past kAbortAnswerWait this rank leaves by itself (its exit ends the job).
+    struct AbortCall {
+      std::mutex mutex;
+      std::condition_variable done_cv;
+      bool done = false;
+      pmix_status_t status = PMIX_SUCCESS;
+    } call;  // on this stack until _exit: abort never returns
+    bool answered = false;
+    try {
+      std::thread([&call, &message, code] {
+        const pmix_status_t rc = PMIx_Abort(code, message.c_str(), nullptr, 0);
+        {
+          std::lock_guard<std::mutex> lock(call.mutex);
+          call.status = rc;
+          call.done = true;
+        }
+        call.done_cv.notify_all();
+      }).detach();
+      std::unique_lock<std::mutex> lock(call.mutex);
+      answered = call.done_cv.wait_for(lock, kAbortAnswerWait, [&] { return call.done; });
+    } catch (const std::system_error&) {  // no thread to spare: ask inline, unbounded
+      call.status = PMIx_Abort(code, message.c_str(), nullptr, 0);
+      answered = true;
+    }
+    if (!answered) {
+      std::fprintf(stderr,
+                   "spark: rank %u: the PMIx server did not take the abort within %lld ms (its "
+                   "thread is held); leaving with status %d: %s\n",
+                   static_cast<unsigned>(self_.rank),
+                   static_cast<long long>(kAbortAnswerWait.count()), code, message.c_str());
+      std::fflush(stderr);
+    } else if (call.status != PMIX_SUCCESS) {
       std::fprintf(stderr, "spark: rank %u: PMIx_Abort failed (%s): %s\n",
-                   static_cast<unsigned>(self_.rank), PMIx_Error_string(rc), message.c_str());
+                   static_cast<unsigned>(self_.rank), PMIx_Error_string(call.status),
+                   message.c_str());
       std::fflush(stderr);
     }
     _exit(code);

@@ -3,6 +3,8 @@
 // rank-ordered fold bit for bit, and be bit-identical on every rank.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <map>
 #include <string>
 #include <tuple>
 
@@ -258,6 +260,55 @@ TEST(Determinism, FixedRankOrderForF32AndBf16) {
     for (std::size_t r = 0; r < codes.size(); ++r)
       EXPECT_EQ(codes[r], 0) << transport << " rank " << r;
   }
+}
+
+// The single-copy path falls back as one: rank 1 has SPARK_SHM_CMA=off (it reads and writes no
+// peer's memory), so every rank of the world takes the two-phase path for a large allreduce and
+// reduce_scatter, with the right results; a sub-communicator of ranks 0 and 2, which reach each
+// other, takes the single-copy path (its flag comes from its members' transports alone).
+TEST(SingleCopy, OneRankWithoutCrossMemoryMakesAllFallBack) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = "shm";
+  spec.per_rank_env = [](int rank, std::map<std::string, std::string>& env) {
+    if (rank == 1) env["SPARK_SHM_CMA"] = "off";
+  };
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    int errors = 0, salt = 0;
+    // From 256 KiB of input the automatic choice is the single copy (docs/collectives.md).
+    auto check = [&](CommunicatorImpl& c, const char* which) {
+      const std::size_t count = 256 * 1024 + 3, es = sizeof(float);
+      ++salt;
+      auto in = gen(DType::f32, c.rank(), salt, count, ReduceOp::sum);
+      auto expect = reference(DType::f32, ReduceOp::sum, c.size(), salt, count);
+      std::vector<std::byte> out(in.size());
+      c.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);
+      RANK_CHECK(out == expect, "%s: allreduce of %zu floats gave wrong numbers", which, count);
+      const std::size_t rs = 128 * 1024;
+      const std::size_t total = rs * static_cast<std::size_t>(c.size());
+      ++salt;
+      in = gen(DType::f32, c.rank(), salt, total, ReduceOp::sum);
+      expect = reference(DType::f32, ReduceOp::sum, c.size(), salt, total);
+      out.assign(rs * es, std::byte{0});
+      c.reduce_scatter(in.data(), out.data(), rs, DType::f32, ReduceOp::sum);
+      RANK_CHECK(
+          std::memcmp(out.data(), expect.data() + static_cast<std::size_t>(c.rank()) * rs * es,
+                      rs * es) == 0,
+          "%s: reduce_scatter gave wrong numbers", which);
+    };
+    check(comm, "world");
+    RANK_CHECK(comm.single_copy_calls() == 0,
+               "world: %llu calls took the single-copy path though rank 1 cannot",
+               static_cast<unsigned long long>(comm.single_copy_calls()));
+    auto pair = comm.split(rank == 1 ? -1 : 0, rank);
+    if (pair) {
+      check(*pair, "ranks 0 and 2");
+      RANK_CHECK(pair->single_copy_calls() == 2, "ranks 0 and 2: %llu single-copy calls, not 2",
+                 static_cast<unsigned long long>(pair->single_copy_calls()));
+    }
+    return errors == 0 ? 0 : 1;
+  });
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
 }  // namespace

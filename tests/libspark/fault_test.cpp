@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -414,6 +415,68 @@ TEST_P(Fault, TraceShowsTheWaitAndTheRecord) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, Fault, ::testing::ValuesIn(test_transports()),
                          [](const auto& info) { return info.param; });
+
+// A peer killed in the middle of a large single-copy allreduce on shm: rank 2 dies as soon as
+// rank 0 has written the first piece of its reduced chunk into rank 2's output, so rank 0 still
+// has 31 pieces to read from and write into rank 2 (and rank 1 its own). The survivors must fail
+// at once with peer_closed naming rank 2, and never return numbers unless they are right (a
+// survivor that was done with rank 2's buffers before it died may complete). Bounded: the
+// watcher kills rank 2 after 10 s at the latest; the copy takes milliseconds.
+TEST(FaultSingleCopy, PeerKilledMidCopy) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = "shm";
+  spec.timeout_ms = 20000;  // far longer than the bound checked below
+  auto codes = run_ranks(
+      spec,
+      [](CommunicatorImpl& comm, int rank) {
+        int errors = 0;
+        const std::size_t count = 6u << 20;  // 24 MiB of f32: 8 MiB, 32 pieces, per chunk owner
+        std::vector<float> in(count, 1.0f), out(count, 0.0f);
+        comm.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);
+        RANK_CHECK(out[0] == 3.0f && out.back() == 3.0f, "healthy allreduce gave %g",
+                   static_cast<double>(out[0]));
+        RANK_CHECK(comm.single_copy_calls() == 1, "the healthy allreduce was not a single copy");
+        std::fill(out.begin(), out.end(), 0.0f);
+        std::thread watcher;
+        if (rank == 2)
+          watcher = std::thread([&out] {
+            std::atomic_ref<float> first(out[0]);  // rank 0's chunk begins at element 0
+            const auto until = Clock::now() + std::chrono::seconds(10);
+            while (first.load(std::memory_order_relaxed) == 0.0f && Clock::now() < until)
+              std::this_thread::yield();
+            ::raise(SIGKILL);
+          });
+        const auto t0 = Clock::now();
+        try {
+          comm.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);
+          std::size_t wrong = 0;
+          for (float v : out) wrong += v != 3.0f;
+          RANK_CHECK(wrong == 0, "completed with %zu wrong elements after rank 2 died", wrong);
+          std::fprintf(stderr, "rank %d: completed before rank 2 died (numbers right)\n", rank);
+        } catch (const CommFailure& e) {
+          const FailureRecord r = e.record();
+          std::fprintf(stderr, "rank %d (after %ld ms): %s\n", rank, ms_since(t0), e.what());
+          RANK_CHECK(r.cause == FailureCause::peer_closed, "cause %d", static_cast<int>(r.cause));
+          RANK_CHECK(r.peer == 2, "peer %d", r.peer);
+          RANK_CHECK(std::string(r.op) == "allreduce", "op %s", r.op);
+          RANK_CHECK(ms_since(t0) < 5000, "took %ld ms to notice a dead peer", ms_since(t0));
+          try {
+            comm.barrier();
+            RANK_CHECK(false, "barrier after the failure did not throw");
+          } catch (const CommFailure& again) {
+            RANK_CHECK(std::string(again.what()) == e.what(), "later record differs: %s",
+                       again.what());
+          }
+        }
+        if (watcher.joinable()) watcher.join();  // rank 2 is killed there at the latest
+        return errors == 0 ? 0 : 1;
+      },
+      std::chrono::seconds(40));
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_EQ(codes[2], 128 + SIGKILL);
+}
 
 }  // namespace
 }  // namespace spark::test

@@ -12,8 +12,10 @@
 //  mailboxes (slots per peer) bound the memory in flight and the loops cannot deadlock.
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coll/reduce.hpp"
@@ -71,21 +73,15 @@ void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count
   const std::size_t bytes = count * dtype_size(dtype);
   const bool one_shot = algo_ == AllreduceAlgo::one_shot ||
                         (algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_);
-  const bool single_copy = algo_ == AllreduceAlgo::single_copy ||
-                           (algo_ == AllreduceAlgo::automatic && bytes >= single_copy_min_);
   if (one_shot)
     allreduce_one_shot(in, out, count, dtype, op);
-  else if (!(single_copy && all_peers_shm() &&
-             allreduce_single_copy(in, out, count, dtype, op, true)))
+  else if (!(use_single_copy(bytes) && allreduce_single_copy(in, out, count, dtype, op, true)))
     allreduce_two_phase(in, out, count, dtype, op, true);
 }
 
-bool CommunicatorImpl::all_peers_shm() const noexcept {
-  for (int p = 0; p < size_; ++p) {
-    const transport::Transport* t = by_peer_[static_cast<std::size_t>(p)];
-    if (p != rank_ && (t == nullptr || t->name() != "shm")) return false;
-  }
-  return true;
+bool CommunicatorImpl::use_single_copy(std::size_t bytes) const noexcept {
+  return all_peers_shm_ && (algo_ == AllreduceAlgo::single_copy ||
+                            (algo_ == AllreduceAlgo::automatic && bytes >= single_copy_min_));
 }
 
 // Single copy (reduce_scatter: gather false, `out` is this rank's chunk and nothing is written
@@ -127,16 +123,38 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
     if (theirs[static_cast<std::size_t>(p)].reaches_all == 0) ok = false;
   }
   if (!ok) return false;
+  ++single_copy_calls_;
 
   auto copy = [&](int p, void* local, std::uint64_t remote, std::size_t bytes, bool write) {
     transport::Transport& t = *by_peer_[static_cast<std::size_t>(p)];
     const int wp = world_rank(p);
-    if (const int err = t.access_peer(wp, local, remote, bytes, write); err != 0)
-      fail(err == ESRCH ? FailureCause::peer_closed : FailureCause::peer_error, p,
-           t.lane_name(wp, transport::WaitKind::data), 0, 0,
-           timeout_ms_.load(std::memory_order_relaxed),
-           std::string("cross-memory ") + (write ? "write to" : "read from") + " rank " +
-               std::to_string(wp) + "'s buffer: " + std::strerror(err));
+    const int err = t.access_peer(wp, local, remote, bytes, write);
+    if (err == 0) return;
+    std::string detail = std::string("cross-memory ") + (write ? "write to" : "read from") +
+                         " rank " + std::to_string(wp) + "'s buffer: " + std::strerror(err);
+    int blame = p;
+    FailureCause cause = err == ESRCH ? FailureCause::peer_closed : FailureCause::peer_error;
+    // A live peer whose buffer is gone (EFAULT) left the call early: it failed, most often
+    // because another peer died. Name the dead peer then, as that peer's own record does. The
+    // peer that left may have seen the death first (its copy failed once the dead process's
+    // memory was gone, before the exit is complete and the pidfd says so): look for 20 ms.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    for (bool found = err == ESRCH; !found;) {
+      for (int i = 1; i < size_ && !found; ++i) {
+        const int q = peer_at(rank_, size_, i);
+        if (q == p || by_peer_[static_cast<std::size_t>(q)]->peer_state(world_rank(q), nullptr) !=
+                          transport::PeerState::closed)
+          continue;
+        detail = "process of rank " + std::to_string(world_rank(q)) + " exited; then " + detail;
+        blame = q;
+        cause = FailureCause::peer_closed;
+        found = true;
+      }
+      if (found || std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    fail(cause, blame, t.lane_name(wp, transport::WaitKind::data), 0, 0,
+         timeout_ms_.load(std::memory_order_relaxed), detail);
   };
   std::vector<std::byte>& stage = world_->stage_;
   if (stage.size() < (n - 1) * piece_) stage.resize((n - 1) * piece_);
@@ -287,10 +305,8 @@ void CommunicatorImpl::reduce_scatter(const void* send, void* recv, std::size_t 
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const std::size_t count = recv_count * static_cast<std::size_t>(size_);
-  const bool single_copy =
-      algo_ == AllreduceAlgo::single_copy ||
-      (algo_ == AllreduceAlgo::automatic && count * dtype_size(dtype) >= single_copy_min_);
-  if (!(single_copy && all_peers_shm() && allreduce_single_copy(in, out, count, dtype, op, false)))
+  if (!(use_single_copy(count * dtype_size(dtype)) &&
+        allreduce_single_copy(in, out, count, dtype, op, false)))
     allreduce_two_phase(in, out, count, dtype, op, false);
 }
 

@@ -40,4 +40,12 @@ std::string CommunicatorImpl::transport_summary() const {
   return s.empty() ? "self" : s;
 }
 
+bool CommunicatorImpl::every_peer_over_shm() const noexcept {
+  for (int p = 0; p < size_; ++p) {
+    const transport::Transport* t = by_peer_[static_cast<std::size_t>(p)];
+    if (p != rank_ && (t == nullptr || t->name() != "shm")) return false;
+  }
+  return true;
+}
+
 }  // namespace spark

@@ -113,6 +113,9 @@ class CommunicatorImpl {
     piece_ = std::clamp<std::size_t>(bytes & ~std::size_t{63}, 64, max_piece_);
   }
   std::size_t piece_bytes_setting() const noexcept { return piece_; }
+  /// Allreduces and reduce_scatters of this communicator that took the single-copy path (the
+  /// others fell back or were not eligible); for tests and measurements.
+  std::uint64_t single_copy_calls() const noexcept { return single_copy_calls_; }
   /// Smallest allgather (bytes per rank) and broadcast that follow the ring of direct links
   /// when the fabric map is not fully connected (docs/fabric.md); SIZE_MAX: never (relay).
   /// Every rank must use the same values; for measurements and tests.
@@ -161,8 +164,12 @@ class CommunicatorImpl {
                           ReduceOp op);
   void allreduce_two_phase(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
                            ReduceOp op, bool gather);
-  /// Every peer over shm (one node): the single-copy allreduce is possible there.
-  bool all_peers_shm() const noexcept;
+  /// The single-copy path for an allreduce / reduce_scatter of `bytes` (input): every peer
+  /// over shm and the algorithm setting (automatic: from single_copy_min_). The same on every
+  /// rank, so all of them enter allreduce_single_copy's address exchange or none.
+  bool use_single_copy(std::size_t bytes) const noexcept;
+  /// What all_peers_shm_ holds, from by_peer_ (comm/communicator_impl.cpp).
+  bool every_peer_over_shm() const noexcept;
   /// Cross-memory attach: false (after agreeing on it with every peer) when some rank cannot
   /// reach some peer's memory; the caller then runs the two-phase allreduce.
   bool allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
@@ -217,6 +224,10 @@ class CommunicatorImpl {
   /// From here up, ranks that all share one node use the single-copy allreduce (measured,
   /// docs/collectives.md).
   std::size_t single_copy_min_ = 256 * 1024;
+  /// Every peer of this communicator is reached over shm (one node): set once its transports
+  /// are known (end of wire_up; a sub-communicator from its members' transports, split.cpp).
+  bool all_peers_shm_ = false;
+  std::uint64_t single_copy_calls_ = 0;
   std::vector<std::byte> stage_;  ///< the world's: peers' pieces read for the single-copy fold
   /// Rank ring over direct links when the fabric map is not fully connected (docs/fabric.md);
   /// empty otherwise. Identical on every rank. Set at wire-up; used by coll/ring.cpp.

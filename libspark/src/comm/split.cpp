@@ -56,6 +56,8 @@ CommunicatorImpl::CommunicatorImpl(CommunicatorImpl& parent, std::vector<int> me
   max_piece_ = parent.max_piece_;
   algo_ = parent.algo_;
   one_shot_max_ = parent.one_shot_max_;
+  single_copy_min_ = parent.single_copy_min_;
+  all_peers_shm_ = every_peer_over_shm();  // the members' transports: a subset of the world's
   ring_min_bytes_ = parent.ring_min_bytes_;
   ring_bcast_min_bytes_ = parent.ring_bcast_min_bytes_;
 }

@@ -248,6 +248,7 @@ void CommunicatorImpl::wire_up() {
   // A message fits every transport's slots, the fallback's too (set_piece_bytes goes no higher).
   for (const auto& t : transports_) piece_ = std::min(piece_, t->slot_bytes());
   max_piece_ = piece_;
+  all_peers_shm_ = every_peer_over_shm();  // by_peer_ is final here (after the tcp fallback)
   // Every rank connected (and every shm segment mapped) before init returns.
   barrier();
   for (auto& t : transports_) t->connected();

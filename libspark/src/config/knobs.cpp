@@ -96,6 +96,13 @@ constexpr Knob kKnobs[] = {
      "fabric map (docs/fabric.md); keeps a control-only interface out. Unset: every up, "
      "non-loopback IPv4 interface.",
      KnobType::string, KnobOrigin::user, 0, 0, {}, &fill<&CommOptions::data_net>},
+    {"SPARK_SHM_CMA", "on|off", "on",
+     "Cross-memory attach between the ranks of a node (process_vm_readv/writev, tested on every "
+     "peer at start-up): the single-copy allreduce and reduce_scatter from 256 KiB. off: this "
+     "rank reads and writes no peer's memory, and the large allreduces of every communicator it "
+     "is in take the two-phase path through the shm slots (the ranks agree per call). To "
+     "compare the two paths, or where a sandbox must not see cross-process copies.",
+     KnobType::choice, KnobOrigin::user, 0, 0, "on|off", &fill<&CommOptions::shm_cma>},
     {"SPARK_SPIN_US", "microseconds", "",
      "Fixes how long every wait polls (hot, no yield) before it blocks (futex, ppoll, completion "
      "channel); 0 blocks at once. Unset (recommended): the adaptive wait policy chooses per wait "

@@ -35,6 +35,7 @@ struct CommOptions {
   /// then stopped). Tests of the library alone turn it off.
   bool report_failures = true;
   std::size_t shm_slot_bytes = 256 * 1024;
+  bool shm_cma = true;  ///< SPARK_SHM_CMA: cross-memory attach to the node's peers (single copy)
   std::size_t tcp_slot_bytes = 256 * 1024;
   std::size_t slots = 8;
   std::optional<std::string> trace_path;  ///< SPARK_TRACE

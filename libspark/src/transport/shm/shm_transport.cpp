@@ -13,9 +13,12 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <random>
 
+#include "log/log.hpp"
 #include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
 #include "spark/protocol/shm_segment.hpp"
 
 namespace spark::transport {
@@ -138,10 +141,48 @@ ShmTransport::Peer& ShmTransport::peer(int rank) {
   return *peers_[static_cast<std::size_t>(rank)];
 }
 
+std::string ShmEndpoint::text() const {
+  return segment + ";" + std::to_string(pid) + ";" + pid_namespace + ";" + std::to_string(probe) +
+         ";" + std::to_string(cookie);
+}
+
+ShmEndpoint ShmEndpoint::parse(std::string_view text, int from_rank) {
+  auto malformed = [&](const std::string& what) {
+    return BootstrapError("shm transport: malformed endpoint '" + std::string(text) +
+                          "' from rank " + std::to_string(from_rank) + ": " + what +
+                          " (expected segment;pid;pid-namespace;probe-address;cookie; every rank "
+                          "must run the same libspark)");
+  };
+  std::vector<std::string_view> field;
+  for (std::size_t at = 0;;) {
+    const std::size_t end = text.find(';', at);
+    field.push_back(text.substr(at, end == std::string_view::npos ? end : end - at));
+    if (end == std::string_view::npos) break;
+    at = end + 1;
+  }
+  if (field.size() != 5) throw malformed(std::to_string(field.size()) + " fields, not 5");
+  auto number = [&](std::size_t i, const char* name, std::uint64_t max) {
+    std::uint64_t v = 0;
+    if (protocol::parse_unsigned(field[i], 1, max, v) != protocol::Integer::ok)
+      throw malformed(std::string("the ") + name + " field '" + std::string(field[i]) +
+                      "' is not a decimal integer in 1.." + std::to_string(max));
+    return v;
+  };
+  ShmEndpoint ep;
+  ep.segment = field[0];
+  if (ep.segment.empty()) throw malformed("the segment field is empty");
+  ep.pid = static_cast<int>(number(1, "pid", std::numeric_limits<int>::max()));
+  ep.pid_namespace = field[2];
+  if (ep.pid_namespace.empty()) throw malformed("the pid-namespace field is empty");
+  ep.probe = number(3, "probe-address", std::numeric_limits<std::uint64_t>::max());
+  ep.cookie = number(4, "cookie", std::numeric_limits<std::uint64_t>::max());
+  return ep;
+}
+
 std::string ShmTransport::endpoint() const {
-  return name_ + ";" + std::to_string(::getpid()) + ";" + pid_namespace() + ";" +
-         std::to_string(reinterpret_cast<std::uintptr_t>(&probe_[0])) + ";" +
-         std::to_string(probe_[0]);
+  return ShmEndpoint{name_, ::getpid(), pid_namespace(),
+                     reinterpret_cast<std::uintptr_t>(&probe_[0]), probe_[0]}
+      .text();
 }
 
 namespace {
@@ -169,22 +210,10 @@ int cross_copy(int pid, void* local, std::uint64_t remote, std::size_t bytes, bo
 }  // namespace
 
 void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
+  const ShmEndpoint ep = ShmEndpoint::parse(endpoint, peer_rank);
   auto p = std::make_unique<Peer>();
-  auto a = endpoint.find(';');
-  auto b = endpoint.find(';', a == std::string::npos ? a : a + 1);
-  if (a == std::string::npos || b == std::string::npos)
-    throw Error("shm transport: malformed endpoint '" + endpoint + "' from rank " +
-                std::to_string(peer_rank));
-  std::string seg = endpoint.substr(0, a);
-  int pid = std::stoi(endpoint.substr(a + 1, b - a - 1));
-  const auto c = endpoint.find(';', b + 1);
-  const auto d = c == std::string::npos ? c : endpoint.find(';', c + 1);
-  std::string ns = endpoint.substr(b + 1, c == std::string::npos ? c : c - b - 1);
-  const std::uint64_t probe =
-      d == std::string::npos ? 0 : std::stoull(endpoint.substr(c + 1, d - c - 1));
-  const std::uint64_t cookie = d == std::string::npos ? 0 : std::stoull(endpoint.substr(d + 1));
-  int fd = ::shm_open(seg.c_str(), O_RDWR, 0);
-  if (fd < 0) fail_errno("shm_open(" + seg + ") of rank " + std::to_string(peer_rank));
+  int fd = ::shm_open(ep.segment.c_str(), O_RDWR, 0);
+  if (fd < 0) fail_errno("shm_open(" + ep.segment + ") of rank " + std::to_string(peer_rank));
   p->map.bytes = region_bytes_ * node_ranks_.size();
   p->map.base =
       ::mmap(nullptr, p->map.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
@@ -193,25 +222,57 @@ void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
   if (p->map.base == MAP_FAILED) {
     p->map.base = nullptr;
     errno = e;
-    fail_errno("mmap(" + seg + ")");
+    fail_errno("mmap(" + ep.segment + ")");
   }
   p->rx = region(own_.base, index_of(peer_rank));
   p->tx = region(p->map.base, index_of(rank_));
   // A dead peer is noticed through a pidfd (readable once the process has exited), but only
   // when both share a pid namespace; otherwise the timeout catches it.
-  if (ns == pid_namespace()) p->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  // Cross-memory attach (single-copy collectives) needs the same pid namespace and ptrace
-  // rights over the peer (same user; Yama's ptrace_scope and seccomp may forbid it): read the
-  // peer's probe word and write it back. Without it, everything goes through the slots. The
-  // word must hold the peer's random cookie: an emulator (qemu-user) or a kernel that maps
-  // addresses differently would otherwise pass the test and copy the wrong bytes.
-  if (ns == pid_namespace() && probe != 0 && cookie != 0) {
-    std::uint64_t word[8];
-    p->pid = pid;
-    p->cma = cross_copy(pid, word, probe, sizeof word, false) == 0 && word[0] == cookie &&
-             cross_copy(pid, word, probe, sizeof word, true) == 0;
-  }
+  const bool same_ns = ep.pid_namespace != "?" && ep.pid_namespace == pid_namespace();
+  if (same_ns) p->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ep.pid, 0));
+  p->pid = ep.pid;
+  std::string why;
+  if (!same_ns)
+    why = "another pid namespace";
+  else if (!opt_.cross_memory)
+    why = "SPARK_SHM_CMA=off";
+  else if (p->pidfd < 0)
+    why = std::string("pidfd_open: ") + std::strerror(errno);
+  else
+    p->cma = probe_cross_memory(*p, ep, why);
+  if (!p->cma && log::enabled(log::Level::info, "shm"))
+    log::line("shm", "rank " + std::to_string(rank_) + " -> rank " + std::to_string(peer_rank) +
+                         ": no cross-memory attach (" + why +
+                         "): allreduce and reduce_scatter take the two-phase path");
   peers_[static_cast<std::size_t>(peer_rank)] = std::move(p);
+}
+
+// Cross-memory attach (single-copy collectives) needs the same pid namespace and ptrace rights
+// over the peer (same user; Yama's ptrace_scope and seccomp may forbid it): read the peer's
+// probe word and write it back. Without it, everything goes through the slots. The word must
+// hold the peer's random cookie: an emulator (qemu-user) or a kernel that maps addresses
+// differently would otherwise pass the test and copy the wrong bytes, and so would another
+// process that got the pid of a peer that died before the pidfd was opened. The pidfd, opened
+// before the read, is checked after it: the process that held the cookie is the pidfd's.
+bool ShmTransport::probe_cross_memory(Peer& p, const ShmEndpoint& ep, std::string& why) {
+  std::uint64_t word[8];
+  if (const int err = cross_copy(ep.pid, word, ep.probe, sizeof word, false); err != 0) {
+    why = std::string("process_vm_readv: ") + std::strerror(err);
+    return false;
+  }
+  if (word[0] != ep.cookie) {
+    why = "the probe word does not hold the peer's cookie";
+    return false;
+  }
+  if (exited(p)) {
+    why = "the peer exited";
+    return false;
+  }
+  if (const int err = cross_copy(ep.pid, word, ep.probe, sizeof word, true); err != 0) {
+    why = std::string("process_vm_writev: ") + std::strerror(err);
+    return false;
+  }
+  return true;
 }
 
 std::unique_ptr<Transport> make_shm(const Setup& s) {
@@ -221,7 +282,7 @@ std::unique_ptr<Transport> make_shm(const Setup& s) {
   const CommOptions& o = *s.options;
   return std::make_unique<ShmTransport>(
       s.rank, s.size, node_ranks, o.job_id.empty() ? "job" : o.job_id,
-      s.nodes[static_cast<std::size_t>(s.rank)], ShmOptions{o.slots, o.shm_slot_bytes});
+      s.nodes[static_cast<std::size_t>(s.rank)], ShmOptions{o.slots, o.shm_slot_bytes, o.shm_cma});
 }
 
 void ShmTransport::connect(const Setup& s, const std::vector<std::string>& endpoints) {
@@ -302,18 +363,33 @@ bool ShmTransport::can_access_peer(int peer_rank) const noexcept {
   return p && p->cma;
 }
 
+// The copy goes to a pid, and a pid is reused once its process has exited and been reaped: a
+// write to the pid of a dead peer could land in another process of the same user. The pidfd
+// names the peer's process itself, so: before a write, the peer must not have exited (the pid
+// can only name another process after the peer exited, was reaped and the kernel's pid counter
+// went once round pid_max; that between this check and the syscall is not a real risk); after
+// a read, it must not have exited either, else the bytes may be another process's and are
+// not used. A zombie peer (exited, not reaped) refuses both with ESRCH by itself.
 int ShmTransport::access_peer(int peer_rank, void* local, std::uint64_t remote, std::size_t bytes,
                               bool write) {
-  return cross_copy(peer(peer_rank).pid, local, remote, bytes, write);
+  Peer& p = peer(peer_rank);
+  if (write && exited(p)) return ESRCH;
+  const int err = cross_copy(p.pid, local, remote, bytes, write);
+  if (err == 0 && !write && exited(p)) return ESRCH;
+  return err;
 }
 
-PeerState ShmTransport::peer_state(int peer_rank, std::string* detail) {
-  Peer& p = peer(peer_rank);
+bool ShmTransport::exited(Peer& p) {
   if (!p.gone && p.pidfd >= 0) {
     pollfd pfd{p.pidfd, POLLIN, 0};
     if (::poll(&pfd, 1, 0) > 0) p.gone = true;
   }
-  if (!p.gone) return PeerState::ok;
+  return p.gone;
+}
+
+PeerState ShmTransport::peer_state(int peer_rank, std::string* detail) {
+  Peer& p = peer(peer_rank);
+  if (!exited(p)) return PeerState::ok;
   if (detail != nullptr) *detail = "process of rank " + std::to_string(peer_rank) + " exited";
   return PeerState::closed;
 }

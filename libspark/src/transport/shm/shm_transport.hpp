@@ -3,8 +3,10 @@
 // into its slots (a one-sided write). Waiting spins briefly, then blocks on a futex.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "transport/transport.hpp"
@@ -14,6 +16,24 @@ namespace spark::transport {
 struct ShmOptions {
   std::size_t slots = 8;
   std::size_t slot_bytes = 256 * 1024;
+  bool cross_memory = true;  ///< probe peers for cross-memory attach (SPARK_SHM_CMA)
+};
+
+/// What a rank publishes for the peers of its node (ShmTransport::endpoint) and attach reads,
+/// the one place of its format: "segment;pid;pid-namespace;probe-address;cookie". The probe
+/// word at probe-address in the rank's memory holds the random cookie: peers read it and
+/// write it back to test cross-memory attach.
+struct ShmEndpoint {
+  std::string segment;
+  int pid = 0;
+  std::string pid_namespace;  ///< inode number of /proc/self/ns/pid, or "?"
+  std::uint64_t probe = 0;    ///< address of the probe word (never 0)
+  std::uint64_t cookie = 0;   ///< its value (never 0)
+
+  std::string text() const;
+  /// Reads text(): exactly five fields, the numbers through the project's strict parser.
+  /// Throws BootstrapError naming the endpoint, `from_rank` and the field that is wrong.
+  static ShmEndpoint parse(std::string_view text, int from_rank);
 };
 
 class ShmTransport final : public Transport {
@@ -66,15 +86,21 @@ class ShmTransport final : public Transport {
     Region* rx = nullptr;  ///< messages from the peer: a region in my segment
     Region* tx = nullptr;  ///< messages to the peer: my region in the peer's segment
     Mapping map;           ///< the peer's segment
-    int pidfd = -1;
+    int pidfd = -1;        ///< the peer's process itself, whatever its pid names later
     int pid = 0;
-    bool cma = false;  ///< process_vm_readv/writev into the peer work (tested at attach)
+    /// process_vm_readv/writev into the peer work (tested at attach; needs the pidfd, which
+    /// tells whether `pid` still names the peer: access_peer)
+    bool cma = false;
     std::uint32_t sent = 0;
     std::uint32_t tail_seen = 0;  ///< the receiver's tail when last read (credits)
     std::uint32_t received = 0;
     bool gone = false;
   };
   Region* region(void* base, int index) const noexcept;
+  /// The peer's process has exited (its pidfd is readable); remembered in `gone`.
+  bool exited(Peer& p);
+  /// Whether cross-memory attach to `p` works, and if not, why (for the log line).
+  bool probe_cross_memory(Peer& p, const ShmEndpoint& ep, std::string& why);
   int index_of(int rank) const;
   Peer& peer(int rank);
 

@@ -262,6 +262,31 @@ TEST(Determinism, FixedRankOrderForF32AndBf16) {
   }
 }
 
+// A large allreduce and reduce_scatter (from 256 KiB of input the automatic choice is the
+// single copy, docs/collectives.md), checked against the rank-ordered fold.
+int check_large_reductions(CommunicatorImpl& c, int& salt, const char* which) {
+  int errors = 0;
+  CommunicatorImpl& comm = c;  // RANK_CHECK names comm
+  const std::size_t count = 256 * 1024 + 3, es = sizeof(float);
+  ++salt;
+  auto in = gen(DType::f32, c.rank(), salt, count, ReduceOp::sum);
+  auto expect = reference(DType::f32, ReduceOp::sum, c.size(), salt, count);
+  std::vector<std::byte> out(in.size());
+  c.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);
+  RANK_CHECK(out == expect, "%s: allreduce of %zu floats gave wrong numbers", which, count);
+  const std::size_t rs = 128 * 1024;
+  const std::size_t total = rs * static_cast<std::size_t>(c.size());
+  ++salt;
+  in = gen(DType::f32, c.rank(), salt, total, ReduceOp::sum);
+  expect = reference(DType::f32, ReduceOp::sum, c.size(), salt, total);
+  out.assign(rs * es, std::byte{0});
+  c.reduce_scatter(in.data(), out.data(), rs, DType::f32, ReduceOp::sum);
+  RANK_CHECK(std::memcmp(out.data(), expect.data() + static_cast<std::size_t>(c.rank()) * rs * es,
+                         rs * es) == 0,
+             "%s: reduce_scatter gave wrong numbers", which);
+  return errors;
+}
+
 // The single-copy path falls back as one: rank 1 has SPARK_SHM_CMA=off (it reads and writes no
 // peer's memory), so every rank of the world takes the two-phase path for a large allreduce and
 // reduce_scatter, with the right results; a sub-communicator of ranks 0 and 2, which reach each
@@ -275,37 +300,42 @@ TEST(SingleCopy, OneRankWithoutCrossMemoryMakesAllFallBack) {
   };
   auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
     int errors = 0, salt = 0;
-    // From 256 KiB of input the automatic choice is the single copy (docs/collectives.md).
-    auto check = [&](CommunicatorImpl& c, const char* which) {
-      const std::size_t count = 256 * 1024 + 3, es = sizeof(float);
-      ++salt;
-      auto in = gen(DType::f32, c.rank(), salt, count, ReduceOp::sum);
-      auto expect = reference(DType::f32, ReduceOp::sum, c.size(), salt, count);
-      std::vector<std::byte> out(in.size());
-      c.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);
-      RANK_CHECK(out == expect, "%s: allreduce of %zu floats gave wrong numbers", which, count);
-      const std::size_t rs = 128 * 1024;
-      const std::size_t total = rs * static_cast<std::size_t>(c.size());
-      ++salt;
-      in = gen(DType::f32, c.rank(), salt, total, ReduceOp::sum);
-      expect = reference(DType::f32, ReduceOp::sum, c.size(), salt, total);
-      out.assign(rs * es, std::byte{0});
-      c.reduce_scatter(in.data(), out.data(), rs, DType::f32, ReduceOp::sum);
-      RANK_CHECK(
-          std::memcmp(out.data(), expect.data() + static_cast<std::size_t>(c.rank()) * rs * es,
-                      rs * es) == 0,
-          "%s: reduce_scatter gave wrong numbers", which);
-    };
-    check(comm, "world");
+    errors += check_large_reductions(comm, salt, "world");
     RANK_CHECK(comm.single_copy_calls() == 0,
                "world: %llu calls took the single-copy path though rank 1 cannot",
                static_cast<unsigned long long>(comm.single_copy_calls()));
     auto pair = comm.split(rank == 1 ? -1 : 0, rank);
     if (pair) {
-      check(*pair, "ranks 0 and 2");
+      errors += check_large_reductions(*pair, salt, "ranks 0 and 2");
       RANK_CHECK(pair->single_copy_calls() == 2, "ranks 0 and 2: %llu single-copy calls, not 2",
                  static_cast<unsigned long long>(pair->single_copy_calls()));
     }
+    return errors == 0 ? 0 : 1;
+  });
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// Two "nodes" (SPARK_HOST): ranks 0 and 1 on a, rank 2 on b (tcp). The world has a peer over
+// tcp, so no single copy there; the split of node a's ranks reaches its peer over shm alone and
+// takes the single-copy path.
+TEST(SingleCopy, SplitOfOneNodeOfAMixedWorld) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = "auto";
+  spec.per_rank_env = [](int rank, std::map<std::string, std::string>& env) {
+    env["SPARK_HOST"] = rank < 2 ? "node-a" : "node-b";
+  };
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    int errors = 0, salt = 0;
+    errors += check_large_reductions(comm, salt, "world");
+    RANK_CHECK(comm.single_copy_calls() == 0, "world over shm+tcp: %llu single-copy calls",
+               static_cast<unsigned long long>(comm.single_copy_calls()));
+    auto node = comm.split(rank < 2 ? 0 : 1, rank);
+    errors += check_large_reductions(*node, salt, "one node");
+    const std::uint64_t want = rank < 2 ? 2 : 0;  // rank 2 alone: size 1, nothing to copy
+    RANK_CHECK(node->single_copy_calls() == want, "one node: %llu single-copy calls, not %llu",
+               static_cast<unsigned long long>(node->single_copy_calls()),
+               static_cast<unsigned long long>(want));
     return errors == 0 ? 0 : 1;
   });
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;

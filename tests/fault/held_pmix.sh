@@ -48,8 +48,8 @@ held_job() {
 }
 # The holder first: every rank's handshake waits for the server.
 held_job handshake 0 1 "the PMIx server did not answer this rank's handshake within 3000 ms"
-# The ranks in the fence first (ranks 1 and 2 start at once; rank 0 holds after 1 s).
-held_job fence 1 0 "and the PMIx server did not answer for 2000 ms more"
+# The ranks in the fence first (ranks 1 and 2 start at once; rank 0 holds after 2 s).
+held_job fence 2 0 "and the PMIx server did not answer for 2000 ms more"
 # A rank stopped before it connects: the others' fence times out, and sparkrun names it.
 cat >"$work/stopped.sh" <<'EOS'
 [ "$SPARK_RANK" = 0 ] && kill -STOP $$
@@ -79,7 +79,7 @@ TMPDIR=$work/tmp SPARKNET_ROCE_TIMEOUT_MS=300 timeout 50 "$sparkrun" -n 3 --kill
   bash "$work/late.sh" "$prog" healthy 1000000 "$tag" >"$out" 2>&1 &
 sp=$!
 for r in $(seq 1 100); do [ -f "$W/pid.1" ] && [ -f "$W/port" ] && break; sleep 0.05; done
-sleep 1  # wired up: the stream runs
+sleep 2  # wired up: the stream runs
 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; exec sleep 40' "$tag" "$(cat "$W/port")" &
 sleep 0.5
 kill -STOP "$(cat "$W/pid.1")"

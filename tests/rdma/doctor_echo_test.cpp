@@ -95,3 +95,34 @@ TEST(DoctorEcho, AListenerThatIsNotTheJobsFailsTheRow) {
       << trip.error;
   EXPECT_EQ(trip.done, 0);
 }
+
+// No fence between tests: rank 1, idle while rank 2 answers rank 0, starts its own test with
+// rank 2 at once, on the same lane listener. Rank 2 drops that early hello (not the test it is
+// in) and rank 1 asks again until rank 2 gets to its test, within rank 1's window (it failed
+// at once, "no answer to the job's hello ... after 0 ms", in 4 of 6 `sparkrun doctor -n 3`).
+TEST(DoctorEcho, AnInitiatorThatComesEarlyAsksAgain) {
+  const auto token = hello::random_token();
+  const TripHello first{token, 3, 0, 2, 0}, second{token, 3, 1, 2, 0};
+  spark::net::Listener listener(0x7f000001u, "lane lo", SOCK_NONBLOCK);
+  const int port = listener.port();
+  std::string responded_first = "not run", responded_second = "not run";
+  std::thread responder([&] {
+    responded_first = tcp_respond(listener, 4, first, std::chrono::seconds(5));
+    responded_second = tcp_respond(listener, 4, second, std::chrono::seconds(5));
+  });
+  spark::doctor::TripResult early;
+  std::thread rank1([&] {
+    early =
+        tcp_initiate(kLoopback, 0x7f000001u, port, 4, second, std::chrono::seconds(5), "rank 2");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 1's hello is first
+  const auto trip =
+      tcp_initiate(kLoopback, 0x7f000001u, port, 4, first, std::chrono::seconds(5), "rank 2");
+  rank1.join();
+  responder.join();
+  EXPECT_EQ(trip.error, "");
+  EXPECT_EQ(responded_first, "");
+  EXPECT_EQ(early.error, "");
+  EXPECT_EQ(early.done, 4);
+  EXPECT_EQ(responded_second, "");
+}

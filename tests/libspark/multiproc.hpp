@@ -48,6 +48,23 @@ inline bool emulated() {
   return std::getenv("SPARK_TEST_EMULATED") != nullptr;
 }
 
+/// The exit code of a rank body that cannot test what it was written for here; the gtest
+/// body then skips with its reason (ctest: SKIPPED). Every rank must agree (every_rank).
+constexpr int kRankSkip = 77;
+inline bool any_rank_skipped(const std::vector<int>& codes) {
+  return std::find(codes.begin(), codes.end(), kRankSkip) != codes.end();
+}
+/// True on every rank when `mine` is true on every rank of `comm` (collective).
+inline bool every_rank(CommunicatorImpl& comm, bool mine) {
+  std::int32_t v = mine ? 1 : 0;
+  comm.allreduce(&v, &v, 1, DType::i32, ReduceOp::min);
+  return v != 0;
+}
+/// Why a single-copy test skips: ranks that do not reach each other's memory.
+inline constexpr const char* kNoCrossMemory =
+    "no cross-memory attach between the ranks here (qemu-user, whose addresses are not the "
+    "host's; Yama's ptrace_scope or seccomp refusing process_vm_readv between sibling processes)";
+
 /// A free TCP port on loopback (bound and released; the tiny race is acceptable in tests).
 inline int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "spark/error.hpp"
@@ -68,6 +69,8 @@ struct Pair {
 TEST(ShmEndpoint, ProbePassesWithTheCookie) {
   Pair p(true);
   p.t0.attach(1, p.t1.endpoint());
+  if (!p.t0.can_access_peer(1) && std::getenv("SPARK_TEST_EMULATED") != nullptr)
+    GTEST_SKIP() << "qemu-user: the emulator's addresses are not the host's (the probe's case)";
   EXPECT_TRUE(p.t0.can_access_peer(1));
   // And the copy works: this process's own word, read through process_vm_readv.
   std::uint64_t word = 0x1234, got = 0;
@@ -88,8 +91,12 @@ TEST(ShmEndpoint, CrossMemoryOff) {
   Pair p(false);  // SPARK_SHM_CMA=off on rank 0
   p.t0.attach(1, p.t1.endpoint());
   EXPECT_FALSE(p.t0.can_access_peer(1));
-  p.t1.attach(0, p.t0.endpoint());       // the peer may still reach rank 0: the call's agreement
-  EXPECT_TRUE(p.t1.can_access_peer(0));  // (coll/collectives.cpp) makes both fall back
+  // The peer may still reach rank 0; the call's agreement (coll/collectives.cpp) makes both
+  // fall back.
+  p.t1.attach(0, p.t0.endpoint());
+  if (std::getenv("SPARK_TEST_EMULATED") == nullptr) {
+    EXPECT_TRUE(p.t1.can_access_peer(0));
+  }
 }
 
 TEST(ShmEndpoint, AttachRefusesMalformed) {

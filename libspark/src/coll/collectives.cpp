@@ -79,6 +79,13 @@ void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count
     allreduce_two_phase(in, out, count, dtype, op, true);
 }
 
+bool CommunicatorImpl::reaches_every_peer_memory() const noexcept {
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && !by_peer_[static_cast<std::size_t>(p)]->can_access_peer(world_rank(p)))
+      return false;
+  return all_peers_shm_;
+}
+
 bool CommunicatorImpl::use_single_copy(std::size_t bytes) const noexcept {
   return all_peers_shm_ && (algo_ == AllreduceAlgo::single_copy ||
                             (algo_ == AllreduceAlgo::automatic && bytes >= single_copy_min_));
@@ -105,11 +112,7 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
   const std::size_t es = dtype_size(dtype), pe = piece_ / es;
   const std::uint64_t desc_count = op_.call.count;
   const auto n = static_cast<std::size_t>(size_);
-  bool ok = true;
-  for (int i = 1; i < size_; ++i) {
-    const int p = peer_at(rank_, size_, i);
-    if (!by_peer_[static_cast<std::size_t>(p)]->can_access_peer(world_rank(p))) ok = false;
-  }
+  bool ok = reaches_every_peer_memory();
   const Buffers mine{reinterpret_cast<std::uintptr_t>(in), reinterpret_cast<std::uintptr_t>(out),
                      ok ? 1u : 0u, 0};
   std::vector<Buffers> theirs(n);

@@ -116,6 +116,9 @@ class CommunicatorImpl {
   /// Allreduces and reduce_scatters of this communicator that took the single-copy path (the
   /// others fell back or were not eligible); for tests and measurements.
   std::uint64_t single_copy_calls() const noexcept { return single_copy_calls_; }
+  /// This rank may read and write every peer's memory (cross-memory attach, tested when the
+  /// shm transport attached): its part of the single-copy agreement (coll/collectives.cpp).
+  bool reaches_every_peer_memory() const noexcept;
   /// Smallest allgather (bytes per rank) and broadcast that follow the ring of direct links
   /// when the fabric map is not fully connected (docs/fabric.md); SIZE_MAX: never (relay).
   /// Every rank must use the same values; for measurements and tests.

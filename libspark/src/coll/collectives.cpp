@@ -128,6 +128,21 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
   if (!ok) return false;
   ++single_copy_calls_;
 
+  // A peer other than `except` whose process has exited, looked for until `within` has
+  // passed; -1: none.
+  auto dead_peer = [&](int except, std::chrono::milliseconds within) {
+    const auto until = std::chrono::steady_clock::now() + within;
+    for (;;) {
+      for (int i = 1; i < size_; ++i) {
+        const int q = peer_at(rank_, size_, i);
+        if (q != except && by_peer_[static_cast<std::size_t>(q)]->peer_state(
+                               world_rank(q), nullptr) == transport::PeerState::closed)
+          return q;
+      }
+      if (std::chrono::steady_clock::now() >= until) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
   auto copy = [&](int p, void* local, std::uint64_t remote, std::size_t bytes, bool write) {
     transport::Transport& t = *by_peer_[static_cast<std::size_t>(p)];
     const int wp = world_rank(p);
@@ -141,21 +156,12 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
     // because another peer died. Name the dead peer then, as that peer's own record does. The
     // peer that left may have seen the death first (its copy failed once the dead process's
     // memory was gone, before the exit is complete and the pidfd says so): look for 20 ms.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
-    for (bool found = err == ESRCH; !found;) {
-      for (int i = 1; i < size_ && !found; ++i) {
-        const int q = peer_at(rank_, size_, i);
-        if (q == p || by_peer_[static_cast<std::size_t>(q)]->peer_state(world_rank(q), nullptr) !=
-                          transport::PeerState::closed)
-          continue;
+    if (err != ESRCH)
+      if (const int q = dead_peer(p, std::chrono::milliseconds(20)); q >= 0) {
         detail = "process of rank " + std::to_string(world_rank(q)) + " exited; then " + detail;
         blame = q;
         cause = FailureCause::peer_closed;
-        found = true;
       }
-      if (found || std::chrono::steady_clock::now() >= until) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
     fail(cause, blame, t.lane_name(wp, transport::WaitKind::data), 0, 0,
          timeout_ms_.load(std::memory_order_relaxed), detail);
   };

@@ -462,6 +462,9 @@ TEST(FaultSingleCopy, PeerKilledMidCopy) {
           RANK_CHECK(r.peer == 2, "peer %d", r.peer);
           RANK_CHECK(std::string(r.op) == "allreduce", "op %s", r.op);
           RANK_CHECK(ms_since(t0) < 5000, "took %ld ms to notice a dead peer", ms_since(t0));
+          // The other survivor stays in the call until this one is done with its buffers.
+          RANK_CHECK(std::string(e.what()).find("Bad address") == std::string::npos,
+                     "a survivor's buffer was gone before its peer was done with it");
           try {
             comm.barrier();
             RANK_CHECK(false, "barrier after the failure did not throw");
@@ -471,6 +474,57 @@ TEST(FaultSingleCopy, PeerKilledMidCopy) {
           }
         }
         if (watcher.joinable()) watcher.join();  // rank 2 is killed there at the latest
+        return errors == 0 ? 0 : 1;
+      },
+      std::chrono::seconds(40));
+  if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_EQ(codes[2], 128 + SIGKILL);
+}
+
+// The same with rank 2 stopped (SIGSTOP) mid-copy: its memory stays readable, so the survivors
+// finish their chunks and then wait for its step 1: they fail after the timeout (not later:
+// a failed single copy does not wait for the peer its record names), naming rank 2.
+TEST(FaultSingleCopy, PeerStoppedMidCopyTimesOut) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = "shm";
+  spec.timeout_ms = 300;
+  spec.quick_exit = true;
+  spec.stopped_ranks = {2};
+  auto codes = run_ranks(
+      spec,
+      [](CommunicatorImpl& comm, int rank) {
+        int errors = 0;
+        if (!every_rank(comm, comm.reaches_every_peer_memory())) return kRankSkip;
+        const std::size_t count = 6u << 20;
+        std::vector<float> in(count, 1.0f), out(count, 0.0f);
+        std::thread watcher;
+        if (rank == 2)
+          watcher = std::thread([&out] {
+            // Rank 1's chunk: once rank 1 writes there, every rank has sent its addresses, so
+            // the survivors finish the exchange and fail waiting for rank 2's step 1.
+            std::atomic_ref<float> first(out[out.size() / 3]);
+            const auto until = Clock::now() + std::chrono::seconds(10);
+            while (first.load(std::memory_order_relaxed) == 0.0f && Clock::now() < until)
+              std::this_thread::yield();
+            ::raise(SIGSTOP);  // the harness kills it once the others have exited
+          });
+        const auto t0 = Clock::now();
+        try {
+          comm.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);
+          RANK_CHECK(rank == 2, "allreduce completed although rank 2 is stopped");
+        } catch (const CommFailure& e) {
+          const FailureRecord r = e.record();
+          std::fprintf(stderr, "rank %d (after %ld ms): %s\n", rank, ms_since(t0), e.what());
+          RANK_CHECK(r.cause == FailureCause::timeout, "cause %d", static_cast<int>(r.cause));
+          RANK_CHECK(r.peer == 2, "peer %d", r.peer);
+          const long bound = emulated() ? 5000 : 1500;  // 300 ms + the copy, on a loaded machine
+          RANK_CHECK(ms_since(t0) >= 300 && ms_since(t0) < bound, "failed after %ld ms (%ld)",
+                     ms_since(t0), bound);
+        }
+        if (watcher.joinable()) watcher.join();
         return errors == 0 ? 0 : 1;
       },
       std::chrono::seconds(40));

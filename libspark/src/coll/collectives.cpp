@@ -98,11 +98,12 @@ bool CommunicatorImpl::use_single_copy(std::size_t bytes) const noexcept {
 // Then the owner of chunk r reads chunk r of every peer's input (into a cached piece), folds
 // the n inputs in rank order into its own output and writes the result into every peer's
 // output: each region of each buffer is touched by its chunk's owner alone, so in place is
-// safe. Step 1: an empty message to every peer says "done with your buffers"; a rank returns
-// once every peer said so. Two exchanges per call, none per piece: a peer that is not
-// scheduled does not hold the others up until the end (the two-phase path hands every piece
-// over, and on a loaded machine each hand-off can cost a time slice); each byte is copied once
-// in each direction instead of twice.
+// safe. Step 1: a message to every peer says "done with your buffers" and whether this rank's
+// chunk is complete; a rank returns once every peer said so (or, when it fails, once every
+// live peer but the one it blames has stopped touching its buffers). Two exchanges per call,
+// none per piece: a peer that is not scheduled does not hold the others up until the end (the
+// two-phase path hands every piece over, and on a loaded machine each hand-off can cost a time
+// slice); each byte is copied once in each direction instead of twice.
 bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count,
                                              DType dtype, ReduceOp op, bool gather) {
   struct Buffers {
@@ -165,34 +166,88 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
     fail(cause, blame, t.lane_name(wp, transport::WaitKind::data), 0, 0,
          timeout_ms_.load(std::memory_order_relaxed), detail);
   };
-  std::vector<std::byte>& stage = world_->stage_;
-  if (stage.size() < (n - 1) * piece_) stage.resize((n - 1) * piece_);
-  std::vector<const void*> inputs(n);
-  const Range chunk = block(count, size_, rank_);
-  std::byte* my_out = gather ? out + chunk.begin * es : out;
-  for (std::size_t b = 0; b < chunk.len; b += pe) {
-    const std::size_t len = std::min(pe, chunk.len - b), off = (chunk.begin + b) * es;
-    for (int i = 1; i < size_; ++i) {
-      const int p = peer_at(rank_, size_, i);
-      std::byte* piece_in = stage.data() + static_cast<std::size_t>(i - 1) * piece_;
-      copy(p, piece_in, theirs[static_cast<std::size_t>(p)].in + off, len * es, false);
-      inputs[static_cast<std::size_t>(p)] = piece_in;
-    }
-    inputs[static_cast<std::size_t>(rank_)] = in + off;
-    coll::reduce_n(my_out + b * es, inputs.data(), size_, len, dtype, op);
-    if (gather)
+  // Step 1 says whether the sender folded and wrote its chunk (1) or failed in the call and
+  // stopped touching its peers' buffers, its chunk unfinished (0).
+  constexpr std::uint32_t kDone = 1, kLeft = 0;
+  std::vector<char> told(n, 0), heard(n, 0);
+  try {
+    std::vector<std::byte>& stage = world_->stage_;
+    if (stage.size() < (n - 1) * piece_) stage.resize((n - 1) * piece_);
+    std::vector<const void*> inputs(n);
+    const Range chunk = block(count, size_, rank_);
+    std::byte* my_out = gather ? out + chunk.begin * es : out;
+    for (std::size_t b = 0; b < chunk.len; b += pe) {
+      const std::size_t len = std::min(pe, chunk.len - b), off = (chunk.begin + b) * es;
       for (int i = 1; i < size_; ++i) {
         const int p = peer_at(rank_, size_, i);
-        copy(p, my_out + b * es, theirs[static_cast<std::size_t>(p)].out + off, len * es, true);
+        std::byte* piece_in = stage.data() + static_cast<std::size_t>(i - 1) * piece_;
+        copy(p, piece_in, theirs[static_cast<std::size_t>(p)].in + off, len * es, false);
+        inputs[static_cast<std::size_t>(p)] = piece_in;
       }
+      inputs[static_cast<std::size_t>(rank_)] = in + off;
+      coll::reduce_n(my_out + b * es, inputs.data(), size_, len, dtype, op);
+      if (gather)
+        for (int i = 1; i < size_; ++i) {
+          const int p = peer_at(rank_, size_, i);
+          copy(p, my_out + b * es, theirs[static_cast<std::size_t>(p)].out + off, len * es, true);
+        }
+    }
+    for (int i = 1; i < size_; ++i) {
+      const int p = peer_at(rank_, size_, i);
+      post(p, 1, 0, &kDone, sizeof kDone, desc_count);
+      told[static_cast<std::size_t>(p)] = 1;
+    }
+    for (int i = 1; i < size_; ++i) {
+      const int p = peer_at(rank_, size_, i);
+      std::uint32_t status = kLeft;
+      std::memcpy(&status, take(p, 1, 0, sizeof status, desc_count).data, sizeof status);
+      give_back(p);
+      heard[static_cast<std::size_t>(p)] = 1;
+      if (status == kDone) continue;
+      std::string detail = "rank " + std::to_string(world_rank(p)) +
+                           " failed in this call and left its part of the result unfinished";
+      int blame = p;
+      FailureCause cause = FailureCause::peer_error;
+      if (const int q = dead_peer(p, std::chrono::milliseconds(20)); q >= 0) {
+        detail = "process of rank " + std::to_string(world_rank(q)) + " exited; then " + detail;
+        blame = q;
+        cause = FailureCause::peer_closed;
+      }
+      fail(cause, blame,
+           by_peer_[static_cast<std::size_t>(p)]->lane_name(world_rank(p),
+                                                            transport::WaitKind::data),
+           1, 0, timeout_ms_.load(std::memory_order_relaxed), detail);
+    }
+    drain();
+  } catch (const CommFailure& e) {
+    // Peers may still be reading this rank's input and writing into its output: tell them it
+    // left (they fail instead of waiting for its chunk), and return only once every other
+    // live peer has sent its step 1 too (done with these buffers) or exited, bounded by
+    // min(timeout, 1 s): the caller may reuse the buffers as soon as this throws. The peer the
+    // record names is not waited for (dead, or stopped past the timeout): a peer stopped
+    // mid-copy may still write when it resumes (docs/collectives.md, "Single copy and dead
+    // peers").
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min<std::uint32_t>(
+                                               timeout_ms_.load(std::memory_order_relaxed), 1000));
+    for (int i = 1; i < size_; ++i) {
+      const int p = peer_at(rank_, size_, i);
+      transport::Transport& t = *by_peer_[static_cast<std::size_t>(p)];
+      if (!told[static_cast<std::size_t>(p)] && t.can_send(world_rank(p)))
+        t.send(world_rank(p), header(1, 0, sizeof kLeft, desc_count), &kLeft);
+    }
+    for (int i = 1; i < size_; ++i) {
+      const int p = peer_at(rank_, size_, i);
+      transport::Transport& t = *by_peer_[static_cast<std::size_t>(p)];
+      const int wp = world_rank(p);
+      if (wp == e.record().peer) continue;
+      while (!heard[static_cast<std::size_t>(p)] && t.peek(wp).header == nullptr &&
+             t.peer_state(wp, nullptr) == transport::PeerState::ok &&
+             std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    throw;
   }
-  for (int i = 1; i < size_; ++i) post(peer_at(rank_, size_, i), 1, 0, nullptr, 0, desc_count);
-  for (int i = 1; i < size_; ++i) {
-    const int p = peer_at(rank_, size_, i);
-    (void)take(p, 1, 0, 0, desc_count);
-    give_back(p);
-  }
-  drain();
   return true;
 }
 

@@ -140,6 +140,10 @@ class CommunicatorImpl {
   /// Waits for a credit to `peer`, then sends one piece.
   void post(int peer, std::uint32_t step, std::uint32_t piece, const void* data, std::size_t bytes,
             std::uint64_t count_for_peer);
+  /// The header of this op's message (post's; also sent without waiting where a failed call
+  /// still tells its peers, coll/collectives.cpp).
+  transport::MsgHeader header(std::uint32_t step, std::uint32_t piece, std::size_t bytes,
+                              std::uint64_t count_for_peer) const noexcept;
   /// Waits for the next message from `peer` and checks that it belongs to this op/step/piece.
   transport::RecvView take(int peer, std::uint32_t step, std::uint32_t piece, std::size_t bytes,
                            std::uint64_t count_expected);

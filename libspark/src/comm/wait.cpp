@@ -230,6 +230,12 @@ void CommunicatorImpl::post(int peer, std::uint32_t step, std::uint32_t piece, c
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
   const int wp = world_rank(peer);
   wait(peer, WaitKind::credit, step, [&] { return t.can_send(wp); });
+  t.send(wp, header(step, piece, bytes, count_for_peer), data);
+}
+
+transport::MsgHeader CommunicatorImpl::header(std::uint32_t step, std::uint32_t piece,
+                                              std::size_t bytes,
+                                              std::uint64_t count_for_peer) const noexcept {
   transport::MsgHeader h;
   h.seq = op_.seq | tag_;
   h.step = step;
@@ -238,7 +244,7 @@ void CommunicatorImpl::post(int peer, std::uint32_t step, std::uint32_t piece, c
   CallDesc call = op_.call;
   call.count = count_for_peer;
   h.call = call.bytes();
-  t.send(wp, h, data);
+  return h;
 }
 
 transport::RecvView CommunicatorImpl::take(int peer, std::uint32_t step, std::uint32_t piece,

@@ -20,34 +20,41 @@ trap cleanup EXIT
 mkdir -p "$work/tmp"
 # Rank 0 connects a silent holder to the server (bash's /dev/tcp, the socket open for 40 s)
 # after HOLD_AFTER seconds; then every rank starts its program after START_AFTER seconds.
+# Holders keep the tag as their name (exec -a) so that pkill -f and leftovers see them: a
+# plain `exec sleep` outlived the test and held CTest's output pipe for the rest of its 40 s.
 cat >"$work/rank.sh" <<'EOS'
 hold_after=$1 start_after=$2 tag=$3
 shift 3
 if [ "$SPARK_RANK" = 0 ]; then
   sleep "$hold_after"
-  bash -c 'exec 3<>"/dev/tcp/127.0.0.1/${PMIX_SERVER_URI41##*:}"; exec sleep 40' "$tag" &
+  bash -c 'exec 3<>"/dev/tcp/127.0.0.1/${PMIX_SERVER_URI41##*:}"; exec -a "$0" sleep 40' "$tag" &
 fi
 sleep "$start_after"
 exec "$@"
 EOS
-# held_job NAME HOLD_AFTER START_AFTER EXPECTED_TEXT
+# ended_by_itself NAME OUT RC TOOK_MS PATTERN: the job failed (exit 1) well before the holder's
+# 40 s (join or fail-stop timeout + the 2 s grace on the server's answer, or the 5 s abort wait),
+# and its output has a line matching the extended regex PATTERN.
+ended_by_itself() {
+  local name=$1 out=$2 rc=$3 took=$4 pattern=$5
+  echo "--- $name: exit $rc after $took ms"
+  cat "$out"
+  [ "$rc" = 1 ] || fail "$name: exit $rc, expected 1 (a held PMIx server must end the job)"
+  [ "$took" -lt 20000 ] || fail "$name: took $took ms (the wait on the server is not bounded)"
+  grep -Eq -- "$pattern" "$out" || fail "$name: no line matches \"$pattern\""
+  pkill -9 -f -- "$tag" 2>/dev/null
+}
+# held_job NAME HOLD_AFTER START_AFTER PATTERN
 held_job() {
-  local name=$1 out=$work/$1.out start rc took
+  local out=$work/$1.out start rc
   start=$(now_ms)
   TMPDIR=$work/tmp SPARK_JOIN_TIMEOUT_MS=3000 timeout 50 "$sparkrun" -n 3 --kill-grace 0.5 \
     bash "$work/rank.sh" "$2" "$3" "$tag" "$prog" healthy 10 "$tag" >"$out" 2>&1
   rc=$?
-  took=$(($(now_ms) - start))
-  echo "--- $name: exit $rc after $took ms"
-  cat "$out"
-  [ "$rc" = 1 ] || fail "$name: exit $rc, expected 1 (a held PMIx server must end the job)"
-  # 3 s join + 2 s grace, then PMIx's 2 s finalize wait: well under the holder's 40 s.
-  [ "$took" -lt 20000 ] || fail "$name: took $took ms (the wait on the server is not bounded)"
-  grep -q -- "$4" "$out" || fail "$name: no line says \"$4\""
-  pkill -9 -f -- "$tag" 2>/dev/null
+  ended_by_itself "$1" "$out" "$rc" $(($(now_ms) - start)) "$4"
 }
 # The holder first: every rank's handshake waits for the server.
-held_job handshake 0 1 "the PMIx server did not answer this rank's handshake within 3000 ms"
+held_job handshake 0 1 "the PMIx server did not answer this rank's handshake within 5 s"
 # The ranks in the fence first (ranks 1 and 2 start at once; rank 0 holds after 2 s).
 held_job fence 2 0 "and the PMIx server did not answer for 2000 ms more"
 # A rank stopped before it connects: the others' fence times out, and sparkrun names it.
@@ -56,14 +63,11 @@ cat >"$work/stopped.sh" <<'EOS'
 exec "$@"
 EOS
 out=$work/stopped.out
+start=$(now_ms)
 TMPDIR=$work/tmp SPARK_JOIN_TIMEOUT_MS=3000 timeout 50 "$sparkrun" -n 3 --kill-grace 0.5 \
   bash "$work/stopped.sh" "$prog" healthy 10 "$tag" >"$out" 2>&1
-rc=$?
-echo "--- stopped: exit $rc"
-cat "$out"
-[ "$rc" = 1 ] || fail "stopped: exit $rc, expected 1"
-grep -Eq "^sparkrun: rank 0 \(pid [0-9]+\) is stopped \(SIGSTOP" "$out" ||
-  fail "stopped: sparkrun does not name the stopped rank 0"
+ended_by_itself stopped "$out" $? $(($(now_ms) - start)) \
+  "^sparkrun: rank 0 \(pid [0-9]+\) is stopped \(SIGSTOP"
 # Held after wire-up, then a rank stopped: the survivors' records go to PMIx_Abort, which the
 # held server never answers; they must leave by themselves and the job end (exit 1).
 cat >"$work/late.sh" <<'EOS'
@@ -80,19 +84,12 @@ TMPDIR=$work/tmp SPARKNET_ROCE_TIMEOUT_MS=300 timeout 50 "$sparkrun" -n 3 --kill
 sp=$!
 for r in $(seq 1 100); do [ -f "$W/pid.1" ] && [ -f "$W/port" ] && break; sleep 0.05; done
 sleep 2  # wired up: the stream runs
-bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; exec sleep 40' "$tag" "$(cat "$W/port")" &
+bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; exec -a "$0" sleep 40' "$tag" "$(cat "$W/port")" &
 sleep 0.5
 kill -STOP "$(cat "$W/pid.1")"
 wait "$sp"
-rc=$?
-took=$(($(now_ms) - start))
-echo "--- abort: exit $rc after $took ms"
-cat "$out"
-[ "$rc" = 1 ] || fail "abort: exit $rc, expected 1"
-[ "$took" -lt 20000 ] || fail "abort: took $took ms (PMIx_Abort to a held server is not bounded)"
-grep -q "the PMIx server did not take the abort within 5000 ms" "$out" ||
-  fail "abort: no rank says the server did not take its abort"
-pkill -9 -f -- "$tag" 2>/dev/null
+ended_by_itself abort "$out" $? $(($(now_ms) - start)) \
+  "the PMIx server did not take the abort within 5000 ms"
 sleep 0.5
 [ -z "$(leftovers "$tag")" ] || fail "processes left: $(leftovers "$tag" | tr '\n' ' ')"
 [ -z "$(find "$work/tmp" -mindepth 1)" ] || fail "job directory entries left in TMPDIR"

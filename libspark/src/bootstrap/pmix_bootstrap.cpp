@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -83,33 +84,54 @@ int whole_seconds(std::chrono::milliseconds ms) {
 }
 
 // The client's wait for the server's answer to its handshake: OpenPMIx's MCA variable, read
-// from the environment by PMIx_Init. A value the user set is kept.
-void bound_handshake_wait(std::chrono::milliseconds join) {
+// from the environment by PMIx_Init. A value the user set is kept. Returns the wait in seconds
+// (for the message that says what was waited for), nullopt when the user's value is not a number.
+std::optional<int> bound_handshake_wait(std::chrono::milliseconds join) {
   const char* name = "PMIX_MCA_ptl_base_handshake_wait_time";
-  if (std::getenv(name) == nullptr) {
-    ::setenv(name, std::to_string(whole_seconds(join + kServerAnswerGrace)).c_str(), 0);
+  if (const char* set = std::getenv(name)) {
+    char* end = nullptr;
+    const long seconds = std::strtol(set, &end, 10);
+    if (end == set || *end != '\0' || seconds < 0) return std::nullopt;
+    return static_cast<int>(seconds);
   }
+  const int seconds = whole_seconds(join + kServerAnswerGrace);
+  ::setenv(name, std::to_string(seconds).c_str(), 0);
+  return seconds;
 }
 
-// One PMIx_Fence_nb in flight. Shared with PMIx's callback, which may come after the rank
-// gave up waiting (or never, once PMIx is finalized): the callback holds its own reference.
-struct FenceCall {
-  std::mutex mutex;
-  std::condition_variable done_cv;
-  bool done = false;
-  pmix_status_t status = PMIX_SUCCESS;
-  pmix_info_t info[2];
+// The answer to one PMIx call that may never come (a held server). Shared with the call's
+// completion, which may come after the rank gave up waiting (or never, once PMIx is finalized
+// or the rank has exited): the completion holds its own reference.
+class PendingAnswer {
+ public:
+  pmix_info_t info[2];  ///< the call's arguments: PMIx may read them until it answers
 
-  static void on_done(pmix_status_t status, void* cbdata) {
-    auto* self = static_cast<std::shared_ptr<FenceCall>*>(cbdata);
+  void complete(pmix_status_t status) {
     {
-      std::lock_guard<std::mutex> lock((*self)->mutex);
-      (*self)->status = status;
-      (*self)->done = true;
+      std::lock_guard<std::mutex> lock(mutex_);
+      status_ = status;
+      done_ = true;
     }
-    (*self)->done_cv.notify_all();
-    delete self;
+    done_cv_.notify_all();
   }
+  // The call's status, or nullopt when it did not answer by `deadline`.
+  std::optional<pmix_status_t> wait_until(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!done_cv_.wait_until(lock, deadline, [&] { return done_; })) return std::nullopt;
+    return status_;
+  }
+  // For PMIx's C callbacks: cbdata is a heap-held reference, released by the callback.
+  static void on_done(pmix_status_t status, void* cbdata) {
+    std::unique_ptr<std::shared_ptr<PendingAnswer>> self(
+        static_cast<std::shared_ptr<PendingAnswer>*>(cbdata));
+    (*self)->complete(status);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  pmix_status_t status_ = PMIX_SUCCESS;
 };
 
 class PmixBootstrap final : public Bootstrap {
@@ -117,16 +139,19 @@ class PmixBootstrap final : public Bootstrap {
   explicit PmixBootstrap(const config::Config& config)
       : print_abort_(!config.value("SPARK_JOB_ID")) {
     const std::chrono::milliseconds join(config.join_timeout_ms());
-    bound_handshake_wait(join);
+    const std::optional<int> handshake_wait_s = bound_handshake_wait(join);
     const auto started = std::chrono::steady_clock::now();
     const pmix_status_t rc = PMIx_Init(&self_, nullptr, 0);
     if (rc == PMIX_ERR_UNREACH && std::chrono::steady_clock::now() - started >= join) {
       const char* rank = std::getenv("PMIX_RANK");
       throw BootstrapError(fmt::format(
-          "PMIx: rank {}: the PMIx server did not answer this rank's handshake within {} ms "
-          "(SPARK_JOIN_TIMEOUT_MS): its thread is held by another process connected to it "
-          "(a rank stopped by SIGSTOP or a debugger while connecting, or a foreign process)",
-          rank != nullptr ? rank : "?", join.count()));
+          "PMIx: rank {}: the PMIx server did not answer this rank's handshake within {} "
+          "(PMIX_MCA_ptl_base_handshake_wait_time; by default SPARK_JOIN_TIMEOUT_MS + {} ms): "
+          "its thread is held by another process connected to it (a rank stopped by SIGSTOP "
+          "or a debugger while connecting, or a foreign process)",
+          rank != nullptr ? rank : "?",
+          handshake_wait_s ? fmt::format("{} s", *handshake_wait_s) : std::string("its wait"),
+          kServerAnswerGrace.count()));
     }
     if (rc != PMIX_SUCCESS) {
       throw BootstrapError(fmt::format(
@@ -190,19 +215,21 @@ class PmixBootstrap final : public Bootstrap {
   }
 
   void fence(std::chrono::milliseconds timeout) override {
-    auto call = std::make_shared<FenceCall>();
+    auto answer = std::make_shared<PendingAnswer>();
     bool collect = true;
     int seconds = whole_seconds(timeout);
-    PMIX_INFO_LOAD(&call->info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    PMIX_INFO_LOAD(&call->info[1], PMIX_TIMEOUT, &seconds, PMIX_INT);
-    auto* held = new std::shared_ptr<FenceCall>(call);
-    pmix_status_t rc = PMIx_Fence_nb(nullptr, 0, call->info, 2, &FenceCall::on_done, held);
+    pmix_info_t* info = answer->info;
+    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &seconds, PMIX_INT);
+    auto held = std::make_unique<std::shared_ptr<PendingAnswer>>(answer);
+    pmix_status_t rc = PMIx_Fence_nb(nullptr, 0, info, 2, &PendingAnswer::on_done, held.get());
     if (rc == PMIX_SUCCESS) {
-      std::unique_lock<std::mutex> lock(call->mutex);
+      held.release();  // the callback owns it now
       // The server times the fence out at `timeout`; past the grace, it is not answering.
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::seconds(seconds) + kServerAnswerGrace;
-      if (!call->done_cv.wait_until(lock, deadline, [&] { return call->done; })) {
+      const std::optional<pmix_status_t> status = answer->wait_until(deadline);
+      if (!status) {
         server_held_ = true;
         throw BootstrapError(fmt::format(
             "PMIx: rank {}: fence timed out after {} ms, and the PMIx server did not answer "
@@ -210,10 +237,9 @@ class PmixBootstrap final : public Bootstrap {
             "by SIGSTOP or a debugger while connecting, or a foreign process)",
             rank(), timeout.count(), kServerAnswerGrace.count()));
       }
-      rc = call->status;
-    } else {
-      delete held;  // not started: no callback will come
-      if (rc == PMIX_OPERATION_SUCCEEDED) rc = PMIX_SUCCESS;
+      rc = *status;
+    } else if (rc == PMIX_OPERATION_SUCCEEDED) {  // not started: no callback will come
+      rc = PMIX_SUCCESS;
     }
     if (rc == PMIX_ERR_TIMEOUT) {
       throw BootstrapError(fmt::format(
@@ -261,29 +287,17 @@ class PmixBootstrap final : public Bootstrap {
     // Asks the server to end the whole job (every rank, every node) with this message.
     // PMIx_Abort waits for the server's answer, which a held server never gives: it runs on a
     // thread, and past kAbortAnswerWait this rank leaves by itself (its exit ends the job).
-    struct AbortCall {
-      std::mutex mutex;
-      std::condition_variable done_cv;
-      bool done = false;
-      pmix_status_t status = PMIX_SUCCESS;
-    } call;  // on this stack until _exit: abort never returns
-    bool answered = false;
+    auto answer = std::make_shared<PendingAnswer>();
+    std::optional<pmix_status_t> reply;
     try {
-      std::thread([&call, &message, code] {
-        const pmix_status_t rc = PMIx_Abort(code, message.c_str(), nullptr, 0);
-        {
-          std::lock_guard<std::mutex> lock(call.mutex);
-          call.status = rc;
-          call.done = true;
-        }
-        call.done_cv.notify_all();
+      std::thread([answer, message, code] {
+        answer->complete(PMIx_Abort(code, message.c_str(), nullptr, 0));
       }).detach();
-      std::unique_lock<std::mutex> lock(call.mutex);
-      answered = call.done_cv.wait_for(lock, kAbortAnswerWait, [&] { return call.done; });
-    } catch (const std::system_error&) {  // no thread to spare: ask inline, unbounded
-      call.status = PMIx_Abort(code, message.c_str(), nullptr, 0);
-      answered = true;
+      reply = answer->wait_until(std::chrono::steady_clock::now() + kAbortAnswerWait);
+    } catch (const std::exception&) {  // no thread to spare: ask inline, unbounded
+      reply = PMIx_Abort(code, message.c_str(), nullptr, 0);
     }
+    const bool answered = reply.has_value();
     if (!answered) {
       std::fprintf(stderr,
                    "spark: rank %u: the PMIx server did not take the abort within %lld ms (its "
@@ -291,10 +305,9 @@ class PmixBootstrap final : public Bootstrap {
                    static_cast<unsigned>(self_.rank),
                    static_cast<long long>(kAbortAnswerWait.count()), code, message.c_str());
       std::fflush(stderr);
-    } else if (call.status != PMIX_SUCCESS) {
+    } else if (*reply != PMIX_SUCCESS) {
       std::fprintf(stderr, "spark: rank %u: PMIx_Abort failed (%s): %s\n",
-                   static_cast<unsigned>(self_.rank), PMIx_Error_string(call.status),
-                   message.c_str());
+                   static_cast<unsigned>(self_.rank), PMIx_Error_string(*reply), message.c_str());
       std::fflush(stderr);
     }
     _exit(code);

@@ -6,7 +6,9 @@
 // --work US[:JITTER]: before every collective each rank computes for US +- JITTER
 // microseconds (default jitter US/4, different per rank and iteration), as in a decode step;
 // time_us is then the whole step, coll_us the collective's own share (waiting for the slowest
-// rank's work included), both the slowest rank's mean.
+// rank's work included), own_us the call's time after the last rank entered it (its cost
+// without that wait; entry times are compared across ranks, so only when all share a node:
+// else nan), all the slowest rank's mean.
 // --split %N | /N: run on sub-communicators (Communicator::split, key = world rank): ranks with
 // the same world rank % N (or / N) form one, as nccl-tests' NCCL_TESTS_SPLIT; the first rank
 // of each prints its rows.
@@ -215,7 +217,7 @@ int main(int argc, char** argv) {
       if (csv)
         std::printf(
             "coll,ranks,transport,size,count,type,redop,root,time_us,algbw_GBps,busbw_GBps,"
-            "wrong,coll_us\n");
+            "wrong,coll_us,own_us\n");
       else {
         std::printf(
             "# %s: %d ranks%s, transport %s, dtype %s, op %s, %d iterations, %d warm-up\n",
@@ -226,8 +228,9 @@ int main(int argc, char** argv) {
         if (work_us > 0)
           std::printf("# work step: %.0f +- %.0f us of computation per rank before each call\n",
                       work_us, jitter_us);
-        std::printf("%12s %12s %6s %6s %5s %10s %8s %8s %7s %10s\n", "size(B)", "count", "type",
-                    "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "coll(us)");
+        std::printf("%12s %12s %6s %6s %5s %10s %8s %8s %7s %10s %10s\n", "size(B)", "count",
+                    "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "coll(us)",
+                    "own(us)");
       }
     }
     std::size_t total_wrong = 0;
@@ -278,6 +281,11 @@ int main(int argc, char** argv) {
       std::vector<double> steps(work_us > 0 ? static_cast<std::size_t>(iters) : 0);
       std::uint64_t rng = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(me + 1);
       for (double& w : steps) w = work_us + jitter_us * (2 * next_unit(rng) - 1);
+      // Entry and exit times of every call (us on the node's steady clock) for own_us.
+      std::vector<double> entered(steps.size()), left(steps.size());
+      const auto on_clock = [](std::chrono::steady_clock::time_point t) {
+        return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count();
+      };
       comm.barrier();
       double coll_us = 0;
       const auto t0 = std::chrono::steady_clock::now();
@@ -286,9 +294,10 @@ int main(int argc, char** argv) {
           compute_for(steps[static_cast<std::size_t>(i)]);
           const auto c0 = std::chrono::steady_clock::now();
           run();
-          coll_us +=
-              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - c0)
-                  .count();
+          const auto c1 = std::chrono::steady_clock::now();
+          coll_us += std::chrono::duration<double, std::micro>(c1 - c0).count();
+          entered[static_cast<std::size_t>(i)] = on_clock(c0);
+          left[static_cast<std::size_t>(i)] = on_clock(c1);
         } else {
           run();
         }
@@ -297,9 +306,17 @@ int main(int argc, char** argv) {
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
           iters;
       coll_us = work_us > 0 ? coll_us / iters : us;
+      double own_us = us;
+      if (work_us > 0) {  // from the last rank's entry to this rank's exit, per call
+        comm.allreduce(entered.data(), entered.data(), entered.size(), DType::f64, ReduceOp::max);
+        own_us = 0;
+        for (std::size_t i = 0; i < entered.size(); ++i) own_us += left[i] - entered[i];
+        own_us = comm.local_size() == n ? own_us / iters : std::nan("");
+      }
       // Report the slowest rank's time and the sum of wrong elements over ranks.
       comm.allreduce(&us, &us, 1, DType::f64, ReduceOp::max);
       comm.allreduce(&coll_us, &coll_us, 1, DType::f64, ReduceOp::max);
+      comm.allreduce(&own_us, &own_us, 1, DType::f64, ReduceOp::max);
       double w = static_cast<double>(wrong);
       comm.allreduce(&w, &w, 1, DType::f64, ReduceOp::sum);
       total_wrong += static_cast<std::size_t>(w);
@@ -311,14 +328,14 @@ int main(int argc, char** argv) {
                                      ? std::string(spark::to_string(op))
                                      : "none";
         if (csv)
-          std::printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.2f,%.3f,%.3f,%.0f,%.2f\n", coll.c_str(), n,
+          std::printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.2f,%.3f,%.3f,%.0f,%.2f,%.2f\n", coll.c_str(), n,
                       comm.transports().c_str(), bytes, per_rank ? count : total_elems,
                       std::string(spark::to_string(dt)).c_str(), op_s.c_str(), root_s.c_str(), us,
-                      algbw, algbw * bus, w, coll_us);
+                      algbw, algbw * bus, w, coll_us, own_us);
         else
-          std::printf("%12zu %12zu %6s %6s %5s %10.2f %8.3f %8.3f %7.0f %10.2f\n", bytes,
+          std::printf("%12zu %12zu %6s %6s %5s %10.2f %8.3f %8.3f %7.0f %10.2f %10.2f\n", bytes,
                       per_rank ? count : total_elems, std::string(spark::to_string(dt)).c_str(),
-                      op_s.c_str(), root_s.c_str(), us, algbw, algbw * bus, w, coll_us);
+                      op_s.c_str(), root_s.c_str(), us, algbw, algbw * bus, w, coll_us, own_us);
         std::fflush(stdout);
       }
     }

@@ -11,6 +11,7 @@
 #include "coll/reduce.hpp"
 #include "multiproc.hpp"
 #include "test_data.hpp"
+#include "transport/shm/ptracer.hpp"
 
 namespace spark::test {
 namespace {
@@ -343,6 +344,30 @@ TEST(SingleCopy, SplitOfOneNodeOfAMixedWorld) {
     return errors == 0 ? 0 : 1;
   });
   if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// Yama at ptrace_scope 1 (Ubuntu's default): sibling ranks reach each other's memory because
+// each declared the common parent (here the test process) as its ptracer
+// (transport/shm/ptracer.hpp); without the declaration every probe fails with EPERM.
+TEST(SingleCopy, SiblingsReachEachOtherUnderYama) {
+  const auto scope = transport::read_yama_scope();
+  if (!scope) GTEST_SKIP() << "no Yama on this kernel (/proc/sys/kernel/yama absent)";
+  if (*scope != 1) GTEST_SKIP() << "Yama ptrace_scope is " << *scope << ", not 1";
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = "shm";
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int) {
+    int errors = 0, salt = 0;
+    RANK_CHECK(comm.reaches_every_peer_memory(),
+               "ptrace_scope 1: a sibling's memory is not readable (PR_SET_PTRACER of the parent)");
+    if (errors == 0) {
+      errors += check_large_reductions(comm, salt, "world");
+      RANK_CHECK(comm.single_copy_calls() == 2, "%llu single-copy calls, not 2",
+                 static_cast<unsigned long long>(comm.single_copy_calls()));
+    }
+    return errors == 0 ? 0 : 1;
+  });
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 

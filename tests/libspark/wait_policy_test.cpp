@@ -27,6 +27,8 @@ WaitPolicy::Settings node(bool oversubscribed, double wake_us = 15) {
   WaitPolicy::Settings s;
   s.wake_cost = us(wake_us);
   s.oversubscribed = oversubscribed;
+  s.cpus = 2;
+  s.local_ranks = oversubscribed ? 3 : 2;
   return s;
 }
 
@@ -72,7 +74,7 @@ TEST(WaitPolicy, FixedSpinOverridesEverything) {
     EXPECT_EQ(p.spin_budget(), microseconds(7));
     p.record(us(1000), us(1000), true);
   }
-  p.set_load(Ns(0), 3.0);
+  p.set_load(Ns(0), 6);
   EXPECT_EQ(p.spin_budget(), microseconds(7));
 }
 
@@ -141,14 +143,14 @@ TEST(WaitPolicy, LoadSamplesRaiseThePriceOfSpinning) {
   WaitPolicy p(node(false));
   EXPECT_TRUE(p.load_sample_due(Ns(0)));
   const double quiet = p.cpu_price();
-  p.set_load(Ns(0), 0.5);  // the peer on the other CPU: no one waits for a CPU
+  p.set_load(Ns(0), 1);  // the peer on the other CPU: no one waits for a CPU
   EXPECT_DOUBLE_EQ(p.cpu_price(), quiet);
   EXPECT_FALSE(p.load_sample_due(std::chrono::milliseconds(19)));
   EXPECT_TRUE(p.load_sample_due(std::chrono::milliseconds(20)));
   replay(p, uniform(5, 40, 200, 7), us(15));
   EXPECT_GE(p.chosen(), us(40));
-  // Two `yes > /dev/null` beside the ranks: runnable others per CPU ~1.5.
-  for (int i = 0; i < 20; ++i) p.set_load(std::chrono::milliseconds(20 * (i + 1)), 1.5);
+  // Two `yes > /dev/null` beside the ranks: 3 runnable others on 2 CPUs.
+  for (int i = 0; i < 20; ++i) p.set_load(std::chrono::milliseconds(20 * (i + 1)), 3);
   EXPECT_GT(p.cpu_price(), 0.9);
   replay(p, uniform(5, 40, 10, 8), us(15));
   EXPECT_EQ(p.chosen(), Ns(0));
@@ -219,6 +221,108 @@ TEST(WaitPolicy, BreaksTheWakeUpCycleOfTwoRanks) {
                          << " us";
 }
 
+// Yielding (3 ranks on 2 CPUs, issue 17): the load samples decide. `others` is what
+// /proc/loadavg shows besides the caller: the job's 2 other ranks when they poll, plus any
+// foreign task.
+using std::chrono::milliseconds;
+
+TEST(WaitPolicyYield, YieldsWhenOnlyTheJobsOwnRanksShareTheCpus) {
+  WaitPolicy p(node(true));
+  EXPECT_FALSE(p.yields());  // nothing known yet: block as before
+  EXPECT_DOUBLE_EQ(p.cpu_price(), 1.0);
+  p.set_load(Ns(0), 2);  // the two other ranks, nobody else
+  EXPECT_TRUE(p.yields());
+  EXPECT_LT(p.cpu_price(), 0.1);  // a yield hands the CPU to a peer: polling is cheap
+  // 1 KiB allreduce of 3 ranks on 2 CPUs: the data comes when a peer got the CPU, 2-30 us.
+  replay(p, uniform(2, 30, 300, 11), us(15));
+  EXPECT_GE(p.chosen(), us(30)) << "polls through the waits instead of sleeping";
+  EXPECT_LE(p.chosen(), microseconds(200));
+  p.set_load(milliseconds(20), 1);  // fewer: a rank computes or sleeps
+  EXPECT_TRUE(p.yields());
+}
+
+TEST(WaitPolicyYield, NeverYieldsWithACpuPerRankOrAFixedSpin) {
+  WaitPolicy spare(node(false));
+  spare.set_load(Ns(0), 0);
+  spare.set_load(milliseconds(20), 1);
+  EXPECT_FALSE(spare.yields());
+  WaitPolicy::Settings s = node(true);
+  s.fixed_spin = microseconds(5);
+  WaitPolicy fixed(s);
+  fixed.set_load(Ns(0), 2);
+  EXPECT_FALSE(fixed.yields());
+  EXPECT_EQ(fixed.spin_budget(), microseconds(5));
+}
+
+TEST(WaitPolicyYield, AForeignTaskEndsTheYieldingWithAGrowingHoldOff) {
+  WaitPolicy p(node(true));
+  p.set_load(Ns(0), 2);
+  ASSERT_TRUE(p.yields());
+  // Two `yes > /dev/null` start: the two other ranks poll and two foreign tasks run.
+  p.set_load(milliseconds(20), 4);
+  EXPECT_FALSE(p.yields());
+  EXPECT_DOUBLE_EQ(p.cpu_price(), 1.0);
+  // While blocking the other ranks sleep, so the sample may look clean: not before 100 ms.
+  p.set_load(milliseconds(40), 2);
+  EXPECT_FALSE(p.yields());
+  p.set_load(milliseconds(119), 0);
+  EXPECT_FALSE(p.yields());
+  p.set_load(milliseconds(120), 2);
+  EXPECT_TRUE(p.yields()) << "tries again after 100 ms";
+  // Still there: each failed try doubles the hold-off, up to 6.4 s.
+  Ns t = milliseconds(140);
+  for (Ns expect : {milliseconds(200), milliseconds(400), milliseconds(800), milliseconds(1600),
+                    milliseconds(3200), milliseconds(6400), milliseconds(6400)}) {
+    p.set_load(t, 4);
+    ASSERT_FALSE(p.yields());
+    p.set_load(t + expect - milliseconds(1), 2);
+    EXPECT_FALSE(p.yields()) << "hold-off " << expect.count() / 1000000 << " ms";
+    t += expect;
+    p.set_load(t, 2);
+    ASSERT_TRUE(p.yields()) << "hold-off " << expect.count() / 1000000 << " ms";
+    t += milliseconds(20);
+  }
+  // The foreign tasks end: a second of clean yielding starts the hold-off afresh.
+  p.set_load(t + std::chrono::seconds(1), 2);
+  p.set_load(t + std::chrono::seconds(1) + milliseconds(20), 3);
+  EXPECT_FALSE(p.yields());
+  p.set_load(t + std::chrono::seconds(1) + milliseconds(120), 2);
+  EXPECT_TRUE(p.yields());
+}
+
+TEST(WaitPolicyYield, AForeignTaskSeenWhileBlockingPostponesTheFirstTry) {
+  WaitPolicy p(node(true));
+  p.set_load(Ns(0), 3);  // one more runnable task than the job's other ranks
+  EXPECT_FALSE(p.yields());
+  p.set_load(milliseconds(60), 3);  // still there: 100 ms from now
+  p.set_load(milliseconds(150), 0);
+  EXPECT_FALSE(p.yields());
+  p.set_load(milliseconds(160), 0);
+  EXPECT_TRUE(p.yields());
+}
+
+TEST(WaitPolicyYield, ALatePeerIsStillWaitedForAsleep) {
+  WaitPolicy p(node(true));
+  p.set_load(Ns(0), 2);
+  replay(p, uniform(2, 30, 300, 12), us(15));
+  ASSERT_TRUE(p.yields());
+  Outcome first;
+  one_wait(p, std::chrono::seconds(2), us(15), first);
+  EXPECT_LE(first.spin_us, 200);  // yield-polling is capped like spinning
+  replay(p, std::vector<Ns>(100, milliseconds(5)), us(15));  // peers that keep coming late
+  EXPECT_EQ(p.chosen(), Ns(0));
+}
+
+TEST(WaitPolicyYield, AnUnknownLoadChangesNothing) {
+  WaitPolicy p(node(true));
+  p.set_load(Ns(0), -1);
+  EXPECT_FALSE(p.yields());
+  p.set_load(std::chrono::seconds(1), 2);
+  ASSERT_TRUE(p.yields());
+  p.set_load(std::chrono::seconds(2), -1);
+  EXPECT_TRUE(p.yields());
+}
+
 // Recorded histories: one arrival time per line in nanoseconds, '#' lines are comments.
 std::vector<Ns> load_history(const std::string& name) {
   std::ifstream in(std::string(SPARK_TEST_DATA_DIR) + "/wait_histories/" + name);
@@ -281,8 +385,8 @@ TEST(WaitPolicyNode, MeasuresAWakeUpAndReadsTheLoad) {
   EXPECT_GE(w, microseconds(2));
   EXPECT_LE(w, microseconds(200));
   LoadSampler load;
-  const double r = load.runnable_per_cpu();
-  EXPECT_GE(r, 0.0);  // /proc/loadavg is there on Linux
+  EXPECT_GE(load.runnable_others(), 0);  // /proc/loadavg is there on Linux
+  EXPECT_GE(online_cpus(), 1);
   EXPECT_TRUE(cpuset_oversubscribed(100000));
   EXPECT_FALSE(cpuset_oversubscribed(1));
 }

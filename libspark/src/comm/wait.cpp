@@ -36,14 +36,17 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
   auto& transports = world_->transports_;
   Trace* trace = world_->trace_.get();
   const auto start = Clock::now();
-  // How long to poll hot before blocking: the wait policy's budget (comm/wait_policy.hpp;
-  // SPARK_SPIN_US fixes it). Never sched_yield(): on shared CPUs a yield hands the CPU to
-  // whatever else is runnable (a compiler) for its whole time slice while we stay runnable
-  // without a sleeper's wake-up priority, so one yield can cost milliseconds; a futex/ppoll
-  // sleeper is woken by the peer's send and preempts such a task. Measured on the loaded
-  // 2-core VM, 1 KiB allreduce, 2 ranks shm (docs/collectives.md): yield-polling 193-1600 us
-  // next to two compilers, blocking at once 17-43 us.
+  // How long to poll before blocking: the wait policy's budget (comm/wait_policy.hpp;
+  // SPARK_SPIN_US fixes it). It polls with sched_yield() only when the policy says the CPUs
+  // are shared by this job's ranks alone (then a yield hands the CPU to the peer with the
+  // data); never next to foreign load: a yield hands the CPU to whatever else is runnable (a
+  // compiler) for its whole time slice while we stay runnable without a sleeper's wake-up
+  // priority, so one yield can cost milliseconds; a futex/ppoll sleeper is woken by the
+  // peer's send and preempts such a task. Measured on the loaded 2-core VM, 1 KiB allreduce,
+  // 2 ranks shm (docs/collectives.md): yield-polling 193-1600 us next to two compilers,
+  // blocking at once 17-43 us.
   const auto spin_until = start + policy.spin_budget();
+  const bool yields = policy.yields();
   Clock::time_point blocked_at{};  // first block (epoch: never blocked)
   const char* what = kind == WaitKind::data     ? "data from"
                      : kind == WaitKind::credit ? "slot at"
@@ -67,14 +70,22 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start);
     const auto limit = std::chrono::microseconds(std::uint64_t{timeout} * 1000);
     if (now < spin_until && waited < limit) {
-      SPARK_CPU_RELAX();
+      if (yields) {
+        ::sched_yield();
+        // A yielding wait never blocks, so it looks at the load here: the first foreign task
+        // ends the yielding (next wait).
+        if (policy.load_sample_due(now.time_since_epoch()))
+          policy.set_load(now.time_since_epoch(), world_->load_sampler_.runnable_others());
+      } else {
+        SPARK_CPU_RELAX();
+      }
       continue;
     }
     if (blocked_at == Clock::time_point{}) {
       blocked_at = now;
       // About to block anyway: the moment to look at the machine's load now and then.
       if (policy.load_sample_due(now.time_since_epoch()))
-        policy.set_load(now.time_since_epoch(), world_->load_sampler_.runnable_per_cpu());
+        policy.set_load(now.time_since_epoch(), world_->load_sampler_.runnable_others());
     }
     std::string detail;
     if (t.peer_state(wp, &detail) != transport::PeerState::ok) {

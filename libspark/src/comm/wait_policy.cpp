@@ -23,6 +23,14 @@ namespace {
 constexpr double kDecay = 1.0 / 32;  // a wait's weight halves after ~22 later waits
 constexpr std::uint32_t kProbeEvery = 64;
 constexpr auto kLoadInterval = std::chrono::milliseconds(20);
+// Yielding: the hold-off after a foreign task was seen doubles from the first to the last
+// while tries keep finding one; a yielding period this long without one starts it afresh.
+constexpr nanoseconds kFirstHoldoff = milliseconds(100);
+constexpr nanoseconds kLastHoldoff = milliseconds(6400);
+constexpr nanoseconds kGoodYielding = std::chrono::seconds(1);
+// What a microsecond of yield-polling costs the others: the peer gets the CPU at the next
+// yield, so only the yield's own system call (~0.5 us per round) is lost.
+constexpr double kYieldPrice = 0.05;
 
 double us(nanoseconds d) {
   return static_cast<double>(d.count()) / 1000.0;
@@ -36,10 +44,12 @@ WaitPolicy::Ns WaitPolicy::bucket_bound(int i) noexcept {
 
 WaitPolicy::WaitPolicy(Settings settings) : settings_(settings) {
   settings_.max_spin = std::max(settings_.max_spin, Ns(0));
+  settings_.cpus = std::max(settings_.cpus, 1);
   choose();
 }
 
 double WaitPolicy::cpu_price() const noexcept {
+  if (yielding_) return kYieldPrice;
   if (settings_.oversubscribed) return 1.0;
   return 0.02 + 0.98 * contention_;
 }
@@ -69,17 +79,42 @@ void WaitPolicy::record(Ns spun, Ns waited, bool blocked) noexcept {
   choose();
 }
 
-void WaitPolicy::set_load(Ns now, double runnable_per_cpu) noexcept {
-  if (runnable_per_cpu < 0) {
+void WaitPolicy::set_load(Ns now, int runnable_others) noexcept {
+  if (runnable_others < 0) {
     next_load_sample_ = now + std::chrono::seconds(1);
     return;
   }
   next_load_sample_ = now + kLoadInterval;
   // 0.5 runnable others per CPU (the peer on a 2-CPU node) costs nothing; 1 and more means
   // a task waits for a CPU, so spinning takes one away from it.
-  const double c = std::clamp((runnable_per_cpu - 0.5) * 2.0, 0.0, 1.0);
+  const double per_cpu = static_cast<double>(runnable_others) / settings_.cpus;
+  const double c = std::clamp((per_cpu - 0.5) * 2.0, 0.0, 1.0);
   contention_ += (c - contention_) * 0.25;
-  if (!settings_.fixed_spin) choose();
+  if (settings_.fixed_spin) return;
+  decide_yielding(now, runnable_others);
+  choose();
+}
+
+void WaitPolicy::decide_yielding(Ns now, int runnable_others) noexcept {
+  if (!settings_.oversubscribed) return;  // a CPU per rank: nobody to hand one to
+  // This job's other ranks account for at most local_ranks - 1 of the runnable others (all of
+  // them while they poll), so at least this many runnable tasks are someone else's.
+  const int foreign = runnable_others - (settings_.local_ranks - 1);
+  if (foreign >= 1) {
+    if (yielding_) {
+      yielding_ = false;
+      // The first failed try, or one after a good while of yielding, holds off the least.
+      holdoff_ = holdoff_ == Ns(0) || now - yield_since_ >= kGoodYielding
+                     ? kFirstHoldoff
+                     : std::min(holdoff_ * 2, kLastHoldoff);
+      yield_again_ = now + holdoff_;
+    } else {
+      yield_again_ = std::max(yield_again_, now + std::max(holdoff_, kFirstHoldoff));
+    }
+  } else if (!yielding_ && now >= yield_again_) {
+    yielding_ = true;
+    yield_since_ = now;
+  }
 }
 
 void WaitPolicy::choose() noexcept {
@@ -175,15 +210,17 @@ bool cpuset_oversubscribed(int local_ranks) {
   return mine > 1 && local_ranks > mine;
 }
 
-LoadSampler::LoadSampler()
-    : fd_(::open("/proc/loadavg", O_RDONLY | O_CLOEXEC)),
-      cpus_(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN))) {}
+int online_cpus() noexcept {
+  return static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+LoadSampler::LoadSampler() : fd_(::open("/proc/loadavg", O_RDONLY | O_CLOEXEC)) {}
 
 LoadSampler::~LoadSampler() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-double LoadSampler::runnable_per_cpu() noexcept {
+int LoadSampler::runnable_others() noexcept {
   if (fd_ < 0) return -1;
   char buf[128];
   const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
@@ -199,7 +236,7 @@ double LoadSampler::runnable_per_cpu() noexcept {
   char* end = nullptr;
   const long running = std::strtol(p, &end, 10);
   if (end == p || *end != '/') return -1;
-  return static_cast<double>(std::max(0L, running - 1)) / static_cast<double>(cpus_);
+  return static_cast<int>(std::max(0L, running - 1));
 }
 
 }  // namespace spark

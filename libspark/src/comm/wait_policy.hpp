@@ -18,6 +18,14 @@
 // spinning would have caught the data (it breaks the "both sides block, every message needs a
 // wake-up" cycle measured on the loaded VM).
 //
+// Polling with sched_yield() (yields()): when the node has more ranks than CPUs and the load
+// samples say the runnable tasks are this job's ranks alone, a yield hands the CPU to a peer
+// (the one with the data to send), which is cheaper than a futex sleep and wake-up; so the
+// policy then polls with yields, priced as a spare CPU. Next to any other runnable task
+// (a compiler) a yield can hand the CPU away for a whole time slice, so the first sample that
+// shows one ends the yielding, and the policy tries again only after a hold-off that doubles
+// (0.1 s .. 6.4 s) while the foreign load stays.
+//
 // The policy reads no clock and makes no system call: tests feed it recorded or synthetic
 // wait histories with a fake clock (tests/libspark/wait_policy_test.cpp).
 #pragma once
@@ -35,6 +43,8 @@ struct WaitSettings {
   std::chrono::nanoseconds wake_cost = std::chrono::microseconds(20);  ///< measure_wake_cost
   std::chrono::nanoseconds max_spin = std::chrono::microseconds(200);  ///< CPU cap per wait
   bool oversubscribed = false;  ///< more ranks than CPUs in this rank's cpuset
+  int local_ranks = 1;          ///< this job's ranks on the node (sharing its CPUs)
+  int cpus = 1;                 ///< the node's online CPUs (what /proc/loadavg counts over)
 };
 
 class WaitPolicy {
@@ -57,9 +67,14 @@ class WaitPolicy {
 
   /// When (on the caller's steady clock) the machine's load should be sampled next.
   bool load_sample_due(Ns now) const noexcept { return now >= next_load_sample_; }
-  /// A load sample taken at `now`: runnable tasks other than the caller per online CPU
-  /// (negative: unknown). >= 1 means someone waits for a CPU, so spinning takes one away.
-  void set_load(Ns now, double runnable_per_cpu) noexcept;
+  /// A load sample taken at `now`: the machine's runnable tasks other than the caller
+  /// (LoadSampler; negative: unknown). More than one per CPU means someone waits for a CPU, so
+  /// spinning takes one away; more than this job's other ranks means a foreign task runs.
+  void set_load(Ns now, int runnable_others) noexcept;
+
+  /// Whether waits poll with sched_yield() (the node is oversubscribed by this job's ranks
+  /// alone) rather than with a pause instruction.
+  bool yields() const noexcept { return yielding_; }
 
   /// Microseconds of someone else's time one microsecond of spinning costs (0.02 .. 1).
   double cpu_price() const noexcept;
@@ -68,6 +83,7 @@ class WaitPolicy {
 
  private:
   void choose() noexcept;
+  void decide_yielding(Ns now, int runnable_others) noexcept;
 
   Settings settings_;
   std::array<double, kBuckets> hist_{};  ///< decayed weight of recent waits per bucket
@@ -76,6 +92,10 @@ class WaitPolicy {
   Ns chosen_{0};
   Ns next_load_sample_{0};
   std::uint32_t waits_ = 0;
+  bool yielding_ = false;
+  Ns yield_again_{0};  ///< no yielding before this (a foreign task was seen)
+  Ns yield_since_{0};  ///< when the current yielding began
+  Ns holdoff_{0};      ///< the last hold-off after a try found a foreign task (0: none yet)
 };
 
 /// Block-and-wake cost on this node: the median one-way latency of a few futex ping-pongs
@@ -86,6 +106,9 @@ std::chrono::nanoseconds measure_wake_cost();
 /// to have it alone (the launcher binds ranks to distinct CPUs, as mpirun does).
 bool cpuset_oversubscribed(int local_ranks);
 
+/// The node's online CPUs (at least 1).
+int online_cpus() noexcept;
+
 /// Reads the machine's runnable task count from /proc/loadavg (one pread on an open file).
 class LoadSampler {
  public:
@@ -93,12 +116,11 @@ class LoadSampler {
   ~LoadSampler();
   LoadSampler(const LoadSampler&) = delete;
   LoadSampler& operator=(const LoadSampler&) = delete;
-  /// Runnable tasks other than the caller per online CPU; negative when unknown.
-  double runnable_per_cpu() noexcept;
+  /// Runnable tasks other than the caller (an instant count); negative when unknown.
+  int runnable_others() noexcept;
 
  private:
   int fd_ = -1;
-  long cpus_ = 1;
 };
 
 }  // namespace spark

@@ -103,11 +103,20 @@ constexpr Knob kKnobs[] = {
      "is in take the two-phase path through the shm slots (the ranks agree per call). To "
      "compare the two paths, or where a sandbox must not see cross-process copies.",
      KnobType::choice, KnobOrigin::user, 0, 0, "on|off", &fill<&CommOptions::shm_cma>},
+    {"SPARK_SHM_PTRACER", "parent|off", "parent",
+     "Where Yama's ptrace_scope is 1 (Ubuntu's default), sibling processes may not read each "
+     "other's memory, so the single copy would be off. parent: each rank declares its parent "
+     "(sparkrun, slurmstepd: what started the node's ranks) as its ptracer "
+     "(prctl(PR_SET_PTRACER)), which lets exactly that parent's descendants, the job's ranks, "
+     "read it. off: declare nothing (the large allreduces then take the two-phase path). Without "
+     "Yama, or at another scope, nothing is declared (docs/collectives.md, Yama).",
+     KnobType::choice, KnobOrigin::user, 0, 0, "parent|off", &fill<&CommOptions::shm_ptracer>},
     {"SPARK_SPIN_US", "microseconds", "",
-     "Fixes how long every wait polls (hot, no yield) before it blocks (futex, ppoll, completion "
+     "Fixes how long every wait polls (hot, never yielding) before it blocks (futex, ppoll, completion "
      "channel); 0 blocks at once. Unset (recommended): the adaptive wait policy chooses per wait "
      "from the recent waits, the measured block-and-wake cost, whether CPUs are oversubscribed "
-     "and the machine's load, spinning at most 200 us (docs/collectives.md, Waiting).",
+     "and the machine's load, spinning at most 200 us, with sched_yield() when the CPUs are "
+     "shared by the job's ranks alone (docs/collectives.md, Waiting).",
      KnobType::integer, KnobOrigin::user, 0, 1'000'000, {}, &fill_spin},
     {"SPARK_IB_HCA", "device list", "",
      "Comma-separated RDMA devices to use (e.g. rocep1s0f0,roceP2p1s0f0). Unset: every CX7 "

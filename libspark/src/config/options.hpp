@@ -36,6 +36,7 @@ struct CommOptions {
   bool report_failures = true;
   std::size_t shm_slot_bytes = 256 * 1024;
   bool shm_cma = true;  ///< SPARK_SHM_CMA: cross-memory attach to the node's peers (single copy)
+  bool shm_ptracer = true;  ///< SPARK_SHM_PTRACER=parent: declare the parent under Yama scope 1
   std::size_t tcp_slot_bytes = 256 * 1024;
   std::size_t slots = 8;
   std::optional<std::string> trace_path;  ///< SPARK_TRACE

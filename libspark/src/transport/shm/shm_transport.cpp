@@ -20,6 +20,7 @@
 #include "spark/error.hpp"
 #include "spark/protocol/number.hpp"
 #include "spark/protocol/shm_segment.hpp"
+#include "transport/shm/ptracer.hpp"
 
 namespace spark::transport {
 
@@ -280,6 +281,8 @@ std::unique_ptr<Transport> make_shm(const Setup& s) {
   node_ranks.push_back(s.rank);
   std::sort(node_ranks.begin(), node_ranks.end());
   const CommOptions& o = *s.options;
+  // Before the endpoint is published: peers test cross-memory attach once they have it.
+  declare_ptracer_for_siblings(s.rank, o.shm_cma, o.shm_ptracer);
   return std::make_unique<ShmTransport>(
       s.rank, s.size, node_ranks, o.job_id.empty() ? "job" : o.job_id,
       s.nodes[static_cast<std::size_t>(s.rank)], ShmOptions{o.slots, o.shm_slot_bytes, o.shm_cma});

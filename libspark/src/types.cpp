@@ -138,6 +138,7 @@ void store_value(void* dst, DType dtype, double v) noexcept {
 
 void reduce_local(void* out, const void* const* inputs, int n, std::size_t count, DType dtype,
                   ReduceOp op) {
+  if (n < 1) throw InvalidUsage(fmt::format("reduce_local: n = {}: needs at least one input", n));
   coll::reduce_n(out, inputs, n, count, dtype, op);
 }
 

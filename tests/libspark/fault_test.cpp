@@ -73,6 +73,25 @@ int expect_failure(CommunicatorImpl& comm, Check&& check, std::size_t count = 10
   return errors;
 }
 
+// A thread that raises `sig` in this process once `word` is written (turns non-zero) by a peer's
+// single copy, or after 10 s at the latest (the tests stay bounded if it never is).
+std::thread raise_when_written(float& word, int sig) {
+  return std::thread([&word, sig] {
+    std::atomic_ref<float> seen(word);
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (seen.load(std::memory_order_relaxed) == 0.0f && Clock::now() < until)
+      std::this_thread::yield();
+    ::raise(sig);
+  });
+}
+
+// Exit codes of a test whose rank `victim` was killed (by itself, or by the harness once
+// stopped) and whose other ranks passed their checks.
+void expect_survivors_passed(const std::vector<int>& codes, int victim = 2) {
+  for (int r = 0; r < static_cast<int>(codes.size()); ++r)
+    EXPECT_EQ(codes[static_cast<std::size_t>(r)], r == victim ? 128 + SIGKILL : 0) << "rank " << r;
+}
+
 class Fault : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Fault, KilledPeerFailsSurvivorsFast) {
@@ -98,9 +117,7 @@ TEST_P(Fault, KilledPeerFailsSurvivorsFast) {
     });
     return errors == 0 ? 0 : 1;
   });
-  EXPECT_EQ(codes[0], 0);
-  EXPECT_EQ(codes[1], 0);
-  EXPECT_EQ(codes[2], 128 + SIGKILL);
+  expect_survivors_passed(codes);
 }
 
 // 1 MiB: on shm the single-copy allreduce (a healthy one first, then a peer dies), on the
@@ -129,9 +146,7 @@ TEST_P(Fault, KilledPeerFailsLargeAllreduce) {
         256 * 1024);
     return errors == 0 ? 0 : 1;
   });
-  EXPECT_EQ(codes[0], 0);
-  EXPECT_EQ(codes[1], 0);
-  EXPECT_EQ(codes[2], 128 + SIGKILL);
+  expect_survivors_passed(codes);
 }
 
 TEST_P(Fault, StoppedPeerTimesOutWithRecord) {
@@ -175,9 +190,7 @@ TEST_P(Fault, StoppedPeerTimesOutWithRecord) {
         return errors == 0 ? 0 : 1;
       },
       std::chrono::seconds(20));
-  EXPECT_EQ(codes[0], 0);
-  EXPECT_EQ(codes[2], 0);
-  EXPECT_EQ(codes[1], 128 + SIGKILL);  // killed by the harness while stopped
+  expect_survivors_passed(codes, 1);  // rank 1: killed by the harness while stopped
 }
 
 TEST_P(Fault, SetTimeoutFromAnotherThreadAppliesMidWait) {
@@ -449,15 +462,8 @@ TEST(FaultSingleCopy, PeerKilledMidCopy) {
                    static_cast<double>(out[0]));
         RANK_CHECK(comm.single_copy_calls() == 1, "the healthy allreduce was not a single copy");
         std::fill(out.begin(), out.end(), 0.0f);
-        std::thread watcher;
-        if (rank == 2)
-          watcher = std::thread([&out] {
-            std::atomic_ref<float> first(out[0]);  // rank 0's chunk begins at element 0
-            const auto until = Clock::now() + std::chrono::seconds(10);
-            while (first.load(std::memory_order_relaxed) == 0.0f && Clock::now() < until)
-              std::this_thread::yield();
-            ::raise(SIGKILL);
-          });
+        std::thread watcher;  // rank 0's chunk begins at element 0
+        if (rank == 2) watcher = raise_when_written(out[0], SIGKILL);
         const auto t0 = Clock::now();
         try {
           comm.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);
@@ -488,9 +494,7 @@ TEST(FaultSingleCopy, PeerKilledMidCopy) {
       },
       std::chrono::seconds(40));
   if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
-  EXPECT_EQ(codes[0], 0);
-  EXPECT_EQ(codes[1], 0);
-  EXPECT_EQ(codes[2], 128 + SIGKILL);
+  expect_survivors_passed(codes);
 }
 
 // The same with rank 2 stopped (SIGSTOP) mid-copy: its memory stays readable, so the survivors
@@ -510,17 +514,11 @@ TEST(FaultSingleCopy, PeerStoppedMidCopyTimesOut) {
         if (!every_rank(comm, comm.reaches_every_peer_memory())) return kRankSkip;
         const std::size_t count = 6u << 20;
         std::vector<float> in(count, 1.0f), out(count, 0.0f);
+        // Rank 1's chunk: once rank 1 writes there, every rank has sent its addresses, so the
+        // survivors finish the exchange and fail waiting for rank 2's step 1. The harness kills
+        // the stopped rank once the others have exited.
         std::thread watcher;
-        if (rank == 2)
-          watcher = std::thread([&out] {
-            // Rank 1's chunk: once rank 1 writes there, every rank has sent its addresses, so
-            // the survivors finish the exchange and fail waiting for rank 2's step 1.
-            std::atomic_ref<float> first(out[out.size() / 3]);
-            const auto until = Clock::now() + std::chrono::seconds(10);
-            while (first.load(std::memory_order_relaxed) == 0.0f && Clock::now() < until)
-              std::this_thread::yield();
-            ::raise(SIGSTOP);  // the harness kills it once the others have exited
-          });
+        if (rank == 2) watcher = raise_when_written(out[out.size() / 3], SIGSTOP);
         const auto t0 = Clock::now();
         try {
           comm.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);
@@ -539,9 +537,7 @@ TEST(FaultSingleCopy, PeerStoppedMidCopyTimesOut) {
       },
       std::chrono::seconds(40));
   if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
-  EXPECT_EQ(codes[0], 0);
-  EXPECT_EQ(codes[1], 0);
-  EXPECT_EQ(codes[2], 128 + SIGKILL);
+  expect_survivors_passed(codes);
 }
 
 }  // namespace

@@ -244,7 +244,15 @@ class CommunicatorImpl {
   /// was faster at 1 MiB, the chain at 8 MiB (docs/fabric.md, Figures).
   std::size_t ring_bcast_min_bytes_ = 4 << 20;
 
-  WaitPolicy wait_policy_;    ///< spin budgets of the wait point (comm/wait_policy.hpp)
+  WaitPolicy wait_policy_;  ///< spin budgets of the wait point (comm/wait_policy.hpp)
+  /// The last wait's outcome, told to wait_policy_ when the next wait starts (comm/wait.cpp:
+  /// off the path between a message's arrival and the next send).
+  struct LastWait {
+    WaitPolicy::Ns spun{0}, waited{0};
+    bool blocked = false;
+    bool pending = false;
+  };
+  LastWait last_wait_;
   LoadSampler load_sampler_;  ///< the machine's runnable tasks, for the policy's CPU price
 
   std::atomic<std::uint32_t> timeout_ms_;

@@ -47,6 +47,31 @@ long futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const ti
   return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), op, val, ts, nullptr, 0);
 }
 
+// Cache hints for small messages, which cost cross-core line transfers rather than bytes
+// (docs/collectives.md, "shm"). Both are hints: they move lines between caches and change no
+// value and no ordering (a line demoted or prefetched is still coherent; the stamp's release
+// store and the receiver's acquire load order the payload as before).
+//  - demote: CLDEMOTE pushes a line the sender just wrote from its core's caches to the shared
+//    last-level cache, so the receiver's read (the stamp it polls, then the payload) is served
+//    there instead of by a snoop into the sender's core. Encoded in the hint-NOP space
+//    (0F 1C /0): a no-op on x86 CPUs without it; other architectures have no such hint.
+//  - prefetch for write: the sender asks for ownership of the next slot's lines while it waits
+//    for its peer, so the next message's stores hit owned lines instead of waiting for the
+//    receiver's copies to be invalidated one store after another (the receiver released that
+//    slot: the sender holds its credit).
+// Measured with 2 threads on this VM (1 KiB exchange + fold, p10 of 500-iteration batches):
+// 0.75-0.95 us -> 0.58-0.76 us; 512 B 0.54 -> 0.41 us; 2 KiB 1.45 -> 1.01 us; at 4 KiB and
+// 16 KiB both hints cost more than they saved (2.5 -> 2.8 us, 7.4 -> 9.2 us), hence the bound.
+constexpr std::size_t kHintMaxBytes = 2048;
+
+inline void demote_line(const void* p) noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("cldemote %0" ::"m"(*static_cast<const char*>(p)));
+#else
+  (void)p;
+#endif
+}
+
 std::string pid_namespace() {
   struct stat st {};
   if (::stat("/proc/self/ns/pid", &st) != 0) return "?";
@@ -326,6 +351,17 @@ void ShmTransport::send(int peer_rank, const MsgHeader& header, const void* data
   p.tx->ctl.head.store(p.sent, std::memory_order_seq_cst);
   if (p.tx->ctl.rx_waiting.load(std::memory_order_seq_cst) != 0)
     futex(&p.tx->ctl.head, FUTEX_WAKE, 1, nullptr);
+  if (header.bytes <= kHintMaxBytes) {
+    // After the seq_cst store above the lines are written (the store buffer is drained), so
+    // the demote moves the final bytes. Then, while this rank goes on to wait for its peer,
+    // ownership of the next slot's lines (about the same size: collectives repeat).
+    const std::size_t span = kLine + header.bytes;
+    for (std::size_t off = 0; off < span; off += kLine) demote_line(slot + off);
+    if (p.sent - p.tail_seen < opt_.slots) {
+      const std::byte* next = p.tx->slot(p.sent % opt_.slots, opt_.slot_bytes);
+      for (std::size_t off = 0; off < span; off += kLine) __builtin_prefetch(next + off, 1);
+    }
+  }
 }
 
 RecvView ShmTransport::peek(int peer_rank) {

@@ -28,13 +28,14 @@ from sparkrun._core import (
     InvalidUsage,
     ReduceOp,
     __version__,
+    built_with_cuda,
     init,
 )
 
 __all__ = [
     "init", "Communicator", "FailureRecord", "ReduceOp", "SUM", "PROD", "MIN", "MAX", "AVG",
     "UNDEFINED", "Error", "InvalidUsage", "ConfigError", "BootstrapError", "CommFailure",
-    "__version__",
+    "__version__", "built_with_cuda",
 ]
 
 # Importing torch costs about a second: register the backend only for jobs that use torch.

@@ -18,7 +18,9 @@ _SUPPORTED = ("torch.float32", "torch.float64", "torch.float16", "torch.bfloat16
 
 
 class SparkCustomAllreduce:
-    """All-reduce / all-gather of CPU tensors with fail-stop timeouts.
+    """All-reduce / all-gather of tensors with fail-stop timeouts. CUDA tensors take libspark's
+    device path where sparkrun is built with CUDA (enqueued on torch's current stream, as an
+    engine's own all-reduce is); all_gather takes CPU tensors.
 
     comm: a sparkrun.Communicator to use (not closed by close()); None: sparkrun.init() now.
     max_size: largest tensor in bytes that should_custom_ar() accepts.
@@ -44,11 +46,13 @@ class SparkCustomAllreduce:
         return self._max_size
 
     def should_custom_ar(self, inp):
-        """True when custom_all_reduce(inp) will do the work: open, a contiguous CPU tensor
-        of a supported dtype, at most max_size bytes."""
+        """True when custom_all_reduce(inp) will do the work: open, a contiguous tensor of a
+        supported dtype (CUDA tensors only where sparkrun has the device path), at most
+        max_size bytes."""
         if self.disabled or self._comm.closed:
             return False
-        if getattr(inp, "is_cuda", True) or not inp.is_contiguous():
+        cuda = getattr(inp, "is_cuda", None)
+        if cuda is None or (cuda and not sparkrun.built_with_cuda()) or not inp.is_contiguous():
             return False
         if str(inp.dtype) not in _SUPPORTED:
             return False
@@ -56,7 +60,8 @@ class SparkCustomAllreduce:
 
     def custom_all_reduce(self, inp):
         """The sum over the group in a new tensor, or None when should_custom_ar(inp) is False
-        (the caller then uses its fallback). Raises sparkrun.CommFailure after a failure."""
+        (the caller then uses its fallback). Raises sparkrun.CommFailure after a failure. A
+        CUDA tensor's result is ready in the order of torch's current stream."""
         if not self.should_custom_ar(inp):
             return None
         import torch
@@ -83,7 +88,9 @@ class SparkCustomAllreduce:
         return out.reshape(shape)
 
     def capture(self):
-        """vLLM wraps CUDA-graph capture in this; CPU tensors need nothing."""
+        """vLLM wraps CUDA-graph capture in this. Nothing to do: the device allreduce is
+        capturable as it is (each replay takes its own sequence number); do no host collective
+        on this communicator while a capture is open (it would wait for the captured work)."""
         import contextlib
 
         return contextlib.nullcontext()

@@ -3,6 +3,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <pybind11/stl.h>
 
 namespace py = pybind11;
 
@@ -49,6 +52,27 @@ std::optional<DType> dtype_of_torch(std::string_view name) {
   return std::nullopt;
 }
 
+// __cuda_array_interface__ typestr (byte order, kind, size: "<f4") -> DType. bfloat16 has no
+// typestr of its own (CuPy has no bf16; torch exports its CUDA bf16 tensors as tensors).
+std::optional<DType> dtype_of_typestr(std::string_view t) {
+  if (t.size() != 3 || (t[0] != '<' && t[0] != '|' && t[0] != '=')) return std::nullopt;
+  const std::string_view k = t.substr(1);
+  if (k == "f4") return DType::f32;
+  if (k == "f8") return DType::f64;
+  if (k == "f2") return DType::f16;
+  if (k == "i4") return DType::i32;
+  if (k == "i8") return DType::i64;
+  if (k == "u1") return DType::u8;
+  return std::nullopt;
+}
+
+[[noreturn]] void device_refused(const char* what) {
+  type_error(std::string(what) +
+             ": GPU memory (a CUDA tensor or __cuda_array_interface__ object): only allreduce "
+             "takes GPU buffers (libspark's device path); for this call pass a host array "
+             "(x.cpu()), or use backend \"nccl\"");
+}
+
 bool is_torch_tensor(py::handle obj) {
   // Without importing torch: a tensor's type lives in module "torch" and has data_ptr().
   const auto type = py::type::handle_of(obj);
@@ -59,7 +83,7 @@ bool is_torch_tensor(py::handle obj) {
 
 }  // namespace
 
-BufferView::BufferView(py::handle obj, const char* what, bool writable) {
+BufferView::BufferView(py::handle obj, const char* what, bool writable, bool device_ok) {
   if (PyObject_CheckBuffer(obj.ptr())) {
     // buffer_info owns the Py_buffer: it releases and deletes it.
     auto view = std::make_unique<Py_buffer>();
@@ -94,21 +118,64 @@ BufferView::BufferView(py::handle obj, const char* what, bool writable) {
     if (!dt)
       type_error(std::string(what) + ": tensor dtype " + name + " is not supported: use " +
                  kSupportedDtypes);
-    if (obj.attr("is_cuda").cast<bool>())
-      type_error(std::string(what) +
-                 ": CUDA tensors are not supported by this sparkrun module yet; pass a CPU "
-                 "tensor (or use backend \"nccl\" for the GPU path)");
+    const bool cuda = obj.attr("is_cuda").cast<bool>();
+    if (cuda && !device_ok) device_refused(what);
     if (!obj.attr("is_contiguous")().cast<bool>())
       throw py::value_error(std::string(what) +
                             ": the tensor is not contiguous; pass x.contiguous()");
+    if (cuda) {  // torch orders work on its current stream of the tensor's device
+      device_ = true;
+      stream_ = py::module_::import("torch")
+                    .attr("cuda")
+                    .attr("current_stream")(obj.attr("device"))
+                    .attr("cuda_stream")
+                    .cast<std::uintptr_t>();
+    }
     tensor_ = py::reinterpret_borrow<py::object>(obj);
     dtype_ = *dt;
     data_ = reinterpret_cast<void*>(obj.attr("data_ptr")().cast<std::uintptr_t>());
     count_ = obj.attr("numel")().cast<std::size_t>();
     return;
   }
+  if (py::hasattr(obj, "__cuda_array_interface__")) {
+    if (!device_ok) device_refused(what);
+    const py::dict cai = obj.attr("__cuda_array_interface__");
+    const auto typestr = cai["typestr"].cast<std::string>();
+    const auto dt = dtype_of_typestr(typestr);
+    if (!dt)
+      type_error(std::string(what) + ": __cuda_array_interface__ typestr '" + typestr +
+                 "' is not supported: use " + kSupportedDtypes + " (little-endian)");
+    std::size_t count = 1;
+    const auto shape = cai["shape"].cast<std::vector<py::ssize_t>>();
+    for (py::ssize_t d : shape) count *= static_cast<std::size_t>(d);
+    // Contiguous (C order): strides absent/None, or exactly the packed ones.
+    if (cai.contains("strides") && !cai["strides"].is_none()) {
+      const auto strides = cai["strides"].cast<std::vector<py::ssize_t>>();
+      py::ssize_t packed = static_cast<py::ssize_t>(dtype_size(*dt));
+      for (std::size_t i = shape.size(); i-- > 0;) {
+        if (shape[i] > 1 && (i >= strides.size() || strides[i] != packed))
+          throw py::value_error(std::string(what) +
+                                ": the GPU array is not contiguous (strided or transposed "
+                                "view); pass a contiguous one, e.g. cupy.ascontiguousarray(x)");
+        packed *= shape[i];
+      }
+    }
+    const auto data = cai["data"].cast<py::tuple>();
+    if (writable && data[1].cast<bool>())
+      throw py::value_error(std::string(what) +
+                            ": the GPU array is read-only; pass a writable one (the result is "
+                            "written into it)");
+    if (cai.contains("stream") && !cai["stream"].is_none())
+      stream_ = cai["stream"].cast<std::uintptr_t>();
+    tensor_ = py::reinterpret_borrow<py::object>(obj);
+    device_ = true;
+    dtype_ = *dt;
+    data_ = reinterpret_cast<void*>(data[0].cast<std::uintptr_t>());
+    count_ = count;
+    return;
+  }
   type_error(std::string(what) + ": expected an array with the buffer protocol (numpy array, " +
-             "bytearray, memoryview) or a torch tensor, got " +
+             "bytearray, memoryview), a torch tensor or a GPU array, got " +
              py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
 }
 

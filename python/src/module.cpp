@@ -8,10 +8,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "buffer_view.hpp"
+#include "spark/cuda.hpp"
 #include "spark/spark.hpp"
 
 namespace py = pybind11;
@@ -106,12 +108,53 @@ class PyComm {
   }
   void close() {
     std::shared_ptr<Communicator> last;
+    std::shared_ptr<cuda::DeviceComm> device;
     {
       std::lock_guard lock(mu_);
       last = std::move(comm_);
+      device = std::move(device_);
     }
-    py::gil_scoped_release nogil;  // destroying it may wait for transports to drain
+    py::gil_scoped_release nogil;  // destroying them may wait for the GPU and the transports
+    device.reset();
     last.reset();
+  }
+
+  // The device path (allreduce of GPU buffers), made on first use: libspark's DeviceComm on
+  // this communicator. Its deleter keeps the communicator alive until it is gone.
+  std::shared_ptr<cuda::DeviceComm> device() const {
+    auto comm = get();
+    std::lock_guard lock(mu_);
+    if (!device_) {
+      Communicator* raw = comm.get();
+      device_ = std::shared_ptr<cuda::DeviceComm>(new cuda::DeviceComm(*raw),
+                                                  [comm](cuda::DeviceComm* d) mutable {
+                                                    delete d;      // the device side first,
+                                                    comm.reset();  // then (maybe) the communicator
+                                                  });
+    }
+    device_pending_ = true;
+    return device_;
+  }
+  // Host collectives share the communicator with the device path's proxy thread: one at a
+  // time, in program order. So a host call first waits for the device allreduces enqueued
+  // before it (GIL released by the caller).
+  void finish_device_work() const {
+    std::shared_ptr<cuda::DeviceComm> device;
+    {
+      std::lock_guard lock(mu_);
+      if (!device_pending_) return;
+      device = device_;
+      device_pending_ = false;
+    }
+    if (device) device->synchronize();
+  }
+  std::optional<FailureRecord> failure() const {
+    std::shared_ptr<cuda::DeviceComm> device;
+    {
+      std::lock_guard lock(mu_);
+      device = device_;
+    }
+    return device ? device->failure() : get()->failure();  // the GPU side's record first
   }
   bool closed() const {
     std::lock_guard lock(mu_);
@@ -132,6 +175,8 @@ class PyComm {
 
   mutable std::mutex mu_;
   std::shared_ptr<Communicator> comm_;
+  mutable std::shared_ptr<cuda::DeviceComm> device_;
+  mutable bool device_pending_ = false;  ///< device allreduces enqueued since the last host call
 };
 
 void same_dtype(const BufferView& a, const BufferView& b) {
@@ -150,6 +195,7 @@ template <class F>
 void call(const PyComm& pc, F&& f) {
   auto comm = pc.get();
   py::gil_scoped_release nogil;
+  pc.finish_device_work();
   f(*comm);
 }
 
@@ -253,27 +299,47 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("closed", &PyComm::closed)
       .def(
           "allreduce",
-          [](const PyComm& c, py::handle send, py::object recv, ReduceOp op) -> py::object {
-            if (recv.is_none()) {
-              BufferView v(send, "send", true);
-              call(c, [&](Communicator& k) {
-                k.allreduce(v.data(), v.data(), v.count(), v.dtype(), op);
-              });
-              return py::reinterpret_borrow<py::object>(send);
+          [](const PyComm& c, py::handle send, py::object recv, ReduceOp op,
+             std::optional<std::uintptr_t> stream) -> py::object {
+            const bool in_place = recv.is_none();
+            BufferView s(send, "send", in_place, true);
+            std::optional<BufferView> r;
+            if (!in_place) {
+              r.emplace(recv, "recv", true, true);
+              same_dtype(s, *r);
+              if (s.count() != r->count())
+                count_error("allreduce", "send has " + std::to_string(s.count()) +
+                                             " elements, recv " + std::to_string(r->count()) +
+                                             "; they must be equal");
+              if (s.on_device() != r->on_device())
+                throw py::type_error(
+                    "allreduce: send and recv must both be GPU memory or both host memory; "
+                    "move one (x.cuda() / x.cpu())");
             }
-            BufferView s(send, "send", false), r(recv, "recv", true);
-            same_dtype(s, r);
-            if (s.count() != r.count())
-              count_error("allreduce", "send has " + std::to_string(s.count()) +
-                                           " elements, recv " + std::to_string(r.count()) +
-                                           "; they must be equal");
-            call(c, [&](Communicator& k) {
-              k.allreduce(s.data(), r.data(), s.count(), s.dtype(), op);
-            });
-            return recv;
+            void* out = in_place ? s.data() : r->data();
+            if (s.on_device()) {
+              // Enqueued on the stream (the argument, else the producer's, else the legacy
+              // default): returns at once; the result is ready in stream order.
+              const std::uintptr_t on = stream.value_or(s.stream().value_or(0));
+              auto device = c.device();
+              py::gil_scoped_release nogil;
+              device->allreduce(s.data(), out, s.count(), s.dtype(), op,
+                                reinterpret_cast<cuda::Stream>(on == 1 ? 0 : on));
+            } else {
+              if (stream)
+                throw py::value_error(
+                    "allreduce: stream= is for GPU buffers; these are host memory");
+              call(c,
+                   [&](Communicator& k) { k.allreduce(s.data(), out, s.count(), s.dtype(), op); });
+            }
+            return in_place ? py::reinterpret_borrow<py::object>(send) : recv;
           },
           py::arg("send"), py::arg("recv") = py::none(), py::arg("op") = ReduceOp::sum,
-          "Reduces over every rank; recv=None: in place. Returns the result array.")
+          py::arg("stream") = py::none(),
+          "Reduces over every rank; recv=None: in place. Returns the result array. GPU buffers "
+          "(CUDA tensors, __cuda_array_interface__ arrays) take libspark's device path: "
+          "enqueued on `stream` (a cudaStream_t as int; default: the tensor's current torch "
+          "stream or the array's own, else the legacy default stream), returning at once.")
       .def(
           "reduce_scatter",
           [](const PyComm& c, py::handle send, py::object recv, ReduceOp op) -> py::object {
@@ -382,11 +448,13 @@ PYBIND11_MODULE(_core, m) {
           "barrier", [](const PyComm& c) { call(c, [](Communicator& k) { k.barrier(); }); },
           "Waits for every rank (SPARK_BARRIER_TIMEOUT_MS); call it after long preparation.")
       .def(
-          "failure",
-          [](const PyComm& c) -> std::optional<FailureRecord> { return c.get()->failure(); },
+          "failure", [](const PyComm& c) -> std::optional<FailureRecord> { return c.failure(); },
           "The failure record, or None while the communicator is healthy.")
       .def(
-          "check_health", [](const PyComm& c) { c.get()->check_health(); },
+          "check_health",
+          [](const PyComm& c) {
+            if (auto r = c.failure()) throw CommFailure(*r);
+          },
           "Raises sparkrun.CommFailure (with .record) if the communicator has failed.")
       .def(
           "set_timeout_ms",
@@ -464,6 +532,8 @@ PYBIND11_MODULE(_core, m) {
       "Finds the other ranks (PMIx, SPARK_RANK/... or torchrun's RANK/WORLD_SIZE/MASTER_ADDR/"
       "MASTER_PORT, singleton) or wires up over `store` (a torch.distributed.Store), connects "
       "and returns after a barrier.");
+  m.def("built_with_cuda", &cuda::built_with_cuda,
+        "Whether this libspark has the device path (allreduce of GPU buffers).");
   m.attr("UNDEFINED") = -1;  // MPI_UNDEFINED: split(UNDEFINED) returns None
   m.attr("__version__") = SPARK_PYTHON_VERSION;
 }

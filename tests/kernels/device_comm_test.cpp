@@ -84,6 +84,18 @@ TEST(DeviceCommGpu, SingletonAllreduceAndChecks) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(bout.data(), bd.p, big * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(bout, bin);
+  // synchronize() waits for what was enqueued (no cudaDeviceSynchronize by the caller), on
+  // the legacy stream and on a stream of its own; a host collective is safe afterwards.
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  dev.allreduce(bd.p, bo.p, big, spark::DType::f32, spark::ReduceOp::min, nullptr);
+  dev.allreduce(d.p, d.p, in.size(), spark::DType::f32, spark::ReduceOp::sum, side);
+  dev.synchronize();
+  EXPECT_EQ(cudaStreamQuery(side), cudaSuccess);
+  EXPECT_EQ(cudaStreamQuery(nullptr), cudaSuccess);
+  comm.barrier();
+  dev.synchronize();  // nothing pending: returns at once
+  cudaStreamDestroy(side);
   dev.set_timeout_ms(1234);
   EXPECT_EQ(dev.timeout_ms(), 1234u);
   EXPECT_EQ(comm.timeout_ms(), 1234u);

@@ -32,6 +32,41 @@ expect(TypeError, "different dtypes", lambda: comm.allreduce(x, np.empty(8, np.f
 expect(ValueError, "read-only", lambda: comm.allreduce(np.frombuffer(b"\0" * 32, np.float32)))
 expect(ValueError, "size * len(send)", lambda: comm.allgather(x, np.empty(8, np.float32)))
 expect(ValueError, "out of range", lambda: comm.broadcast(x, root=5))
+
+
+# GPU memory (__cuda_array_interface__, as CuPy arrays and CUDA tensors export it): refused
+# with the reason everywhere but allreduce, which takes the device path. These objects describe
+# host memory of a numpy array, so nothing here dereferences a bad address on any machine.
+class GpuArray:
+    def __init__(self, base, typestr="<f4", strides=None, readonly=False, shape=None):
+        self.base = base
+        self.__cuda_array_interface__ = {
+            "shape": shape or base.shape, "typestr": typestr, "strides": strides,
+            "data": (base.ctypes.data, readonly), "version": 3, "stream": None}
+
+
+g = np.ones(8, np.float32)
+expect(TypeError, "only allreduce takes GPU buffers", lambda: comm.allgather(GpuArray(g), np.empty(16, np.float32)))
+expect(TypeError, "only allreduce takes GPU buffers", lambda: comm.broadcast(GpuArray(g)))
+expect(TypeError, "typestr '<c8' is not supported", lambda: comm.allreduce(GpuArray(g, "<c8")))
+expect(TypeError, "typestr '>f4' is not supported", lambda: comm.allreduce(GpuArray(g, ">f4")))
+expect(ValueError, "not contiguous", lambda: comm.allreduce(GpuArray(g, strides=(8,), shape=(4,))))
+expect(ValueError, "read-only", lambda: comm.allreduce(GpuArray(g, readonly=True)))
+expect(TypeError, "both be GPU memory or both host", lambda: comm.allreduce(GpuArray(g), np.empty(8, np.float32)))
+expect(ValueError, "stream= is for GPU buffers", lambda: comm.allreduce(x, stream=7))
+# A well-formed one: without a GPU (or without CUDA in the build) a clear InvalidUsage; on a
+# GPU that cannot read this host memory, the same; where it can (GB10), the allreduce runs.
+try:
+    comm.allreduce(GpuArray(g))
+    comm.barrier()  # waits for the device allreduce first
+    if g[0] != comm.size:
+        sys.exit(f"FAIL: device allreduce of host-readable memory gave {g[0]}")
+    print(f"rank {r}: the device path ran (a GPU that reads host memory)", flush=True)
+except sparkrun.InvalidUsage as e:
+    if not any(f in str(e) for f in ("no CUDA device", "built without CUDA", "not GPU-accessible")):
+        sys.exit(f"FAIL: device allreduce refused for an unexpected reason: {e}")
+    print(f"rank {r}: InvalidUsage: {e} (built_with_cuda={sparkrun.built_with_cuda()})", flush=True)
+
 comm.check_health()  # argument errors do not fail the communicator
 comm.allreduce(x)  # and it still works
 if x[0] != comm.size:

@@ -239,6 +239,15 @@ elif case == "engine":
     need_torch()
     rc, out, _ = job(2, "engine_adapter.py")
     expect_ok(2, out, rc)
+elif case == "gpu_allreduce":
+    need_torch()
+    import torch
+    if not torch.cuda.is_available():
+        print("SKIP: torch has no usable CUDA here (Debian's torch is a CPU build, or no GPU): "
+              "the device path of comm.allreduce needs a CUDA torch and a GPU")
+        sys.exit(77)
+    rc, out, _ = job(2, "gpu_allreduce.py")
+    expect_ok(2, out, rc)
 else:
     fail(f"unknown case {case}")
 print("PASS")

@@ -65,6 +65,12 @@ class DeviceComm {
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                  Stream stream);
 
+  /// Waits until every allreduce enqueued so far has completed (each stream it was enqueued on
+  /// reaches it; a kernel's own wait is bounded by the timeout, so this is too, past the GPU
+  /// work queued before it). Host collectives on the communicator are safe afterwards (the
+  /// proxy is idle). Throws spark::CommFailure when an allreduce failed, InvalidUsage when a
+  /// stream is being captured into a graph (end the capture first).
+  void synchronize();
   /// The record written by a kernel or the proxy (readable after a trap), else the
   /// communicator's own record, else nothing.
   std::optional<FailureRecord> failure() const;

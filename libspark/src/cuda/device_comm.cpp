@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator_impl.hpp"
 #include "cuda/proxy.hpp"
@@ -141,6 +142,26 @@ class DeviceCommImpl {
         throw Error("device allreduce: kernel launch failed (" + cuda_text(e) + ")");
       done += n;
     } while (done < count);
+    if (std::find(pending_.begin(), pending_.end(), stream) == pending_.end())
+      pending_.push_back(stream);
+  }
+
+  void synchronize() {
+    std::vector<Stream> streams;
+    streams.swap(pending_);
+    for (Stream s : streams) {
+      const cudaError_t e = cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(s));
+      if (e == cudaSuccess) continue;
+      check_health();  // a kernel that trapped wrote its record first
+      if (e == cudaErrorStreamCaptureUnsupported || e == cudaErrorStreamCaptureImplicit ||
+          e == cudaErrorStreamCaptureInvalidated) {
+        throw InvalidUsage(
+            "spark::cuda::DeviceComm::synchronize: a stream with a device allreduce is being "
+            "captured into a CUDA graph (" +
+            cuda_text(e) + "); end the capture before a host collective on this communicator");
+      }
+      throw Error("device allreduce: cudaStreamSynchronize failed (" + cuda_text(e) + ")");
+    }
   }
 
   std::optional<FailureRecord> failure() const {
@@ -191,6 +212,7 @@ class DeviceCommImpl {
   PinnedMapped mem_;
   sk::Channel host_, device_;
   std::unique_ptr<Proxy> proxy_;
+  std::vector<Stream> pending_;  ///< streams with allreduces enqueued since synchronize()
 };
 
 bool built_with_cuda() noexcept {
@@ -217,6 +239,9 @@ DeviceComm& DeviceComm::operator=(DeviceComm&&) noexcept = default;
 void DeviceComm::allreduce(const void* send, void* recv, std::size_t count, DType dtype,
                            ReduceOp op, Stream stream) {
   impl_->allreduce(send, recv, count, dtype, op, stream);
+}
+void DeviceComm::synchronize() {
+  impl_->synchronize();
 }
 std::optional<FailureRecord> DeviceComm::failure() const {
   return impl_->failure();

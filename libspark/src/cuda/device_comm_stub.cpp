@@ -32,6 +32,9 @@ DeviceComm& DeviceComm::operator=(DeviceComm&&) noexcept = default;
 void DeviceComm::allreduce(const void*, void*, std::size_t, DType, ReduceOp, Stream) {
   no_cuda();
 }
+void DeviceComm::synchronize() {
+  no_cuda();
+}
 std::optional<FailureRecord> DeviceComm::failure() const {
   return std::nullopt;
 }

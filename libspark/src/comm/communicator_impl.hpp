@@ -177,10 +177,39 @@ class CommunicatorImpl {
   bool use_single_copy(std::size_t bytes) const noexcept;
   /// What all_peers_shm_ holds, from by_peer_ (comm/communicator_impl.cpp).
   bool every_peer_over_shm() const noexcept;
+  // the single copy (coll/single_copy.cpp)
   /// Cross-memory attach: false (after agreeing on it with every peer) when some rank cannot
   /// reach some peer's memory; the caller then runs the two-phase allreduce.
   bool allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
                              ReduceOp op, bool gather);
+  /// Step 0: where a rank's buffers are, and whether it reaches every peer's memory.
+  struct CopyBuffers {
+    std::uint64_t in, out;
+    std::uint32_t reaches_all, unused;
+  };
+  /// Which peers this rank told (step 1 sent) and heard from in the current call.
+  struct SingleCopyState {
+    explicit SingleCopyState(std::size_t n) : told(n, 0), heard(n, 0) {}
+    std::vector<char> told, heard;
+  };
+  /// Step 0 with every peer; false when some rank cannot reach some peer (all agree).
+  bool exchange_copy_buffers(const std::byte* in, const std::byte* out,
+                             std::vector<CopyBuffers>& theirs);
+  /// Reads this rank's chunk of every peer's input, folds it in rank order and (gather) writes
+  /// the result into every peer's output.
+  void fold_own_chunk(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
+                      ReduceOp op, bool gather, const std::vector<CopyBuffers>& theirs);
+  /// One cross-memory copy with peer `p`; a failure names the dead peer when there is one.
+  void copy_peer(int p, void* local, std::uint64_t remote, std::size_t bytes, bool write);
+  /// A peer other than `except` whose process has exited, looked for until `within` has
+  /// passed (1 ms sleeps); -1: none.
+  int exited_peer(int except, std::chrono::milliseconds within);
+  /// Step 1: "done with your buffers" to every peer, then every peer's status.
+  void finish_single_copy(SingleCopyState& state);
+  /// The failure hand-off: peers not told yet hear "left"; waits until the live peers but
+  /// `blamed` (the world rank the record names) are done with this rank's buffers (bounded),
+  /// so the caller may reuse them once it throws.
+  void leave_single_copy(int blamed, const SingleCopyState& state);
   // ring algorithms over ring_ (coll/ring.cpp): pure data movement, so results stay bitwise
   // the same as the direct algorithms'
   bool use_ring(std::size_t bytes) const noexcept;

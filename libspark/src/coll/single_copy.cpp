@@ -1,0 +1,214 @@
+// The single-copy allreduce and reduce_scatter, for ranks of one node whose processes may read
+// and write each other's memory (process_vm_readv/writev through the shm transport's
+// access_peer). Step 0: every rank tells every peer where its buffers are (and whether it
+// reaches every peer); all ranks see all answers, so they agree on falling back. Then the owner
+// of chunk r reads chunk r of every peer's input (into a cached piece), folds the n inputs in
+// rank order into its own output and writes the result into every peer's output: each region of
+// each buffer is touched by its chunk's owner alone, so in place is safe. Step 1: a message to
+// every peer says "done with your buffers" and whether this rank's chunk is complete; a rank
+// returns once every peer said so (or, when it fails, once every live peer but the one it
+// blames has stopped touching its buffers). Two exchanges per call, none per piece: a peer
+// that is not scheduled does not hold the others up until the end (the two-phase path hands
+// every piece over, and on a loaded machine each hand-off can cost a time slice); each byte is
+// copied once in each direction instead of twice. docs/collectives.md, "Algorithms".
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coll/partition.hpp"
+#include "coll/reduce.hpp"
+#include "comm/communicator_impl.hpp"
+#include "spark/error.hpp"
+
+namespace spark {
+
+using coll::block;
+using coll::peer_at;
+using coll::Range;
+
+namespace {
+// Step 1 says whether the sender folded and wrote its chunk (1) or failed in the call and
+// stopped touching its peers' buffers, its chunk unfinished (0).
+constexpr std::uint32_t kDone = 1, kLeft = 0;
+}  // namespace
+
+bool CommunicatorImpl::reaches_every_peer_memory() const noexcept {
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && !by_peer_[static_cast<std::size_t>(p)]->can_access_peer(world_rank(p)))
+      return false;
+  return all_peers_shm_;
+}
+
+bool CommunicatorImpl::use_single_copy(std::size_t bytes) const noexcept {
+  return all_peers_shm_ && (algo_ == AllreduceAlgo::single_copy ||
+                            (algo_ == AllreduceAlgo::automatic && bytes >= single_copy_min_));
+}
+
+// reduce_scatter: gather false, `out` is this rank's chunk and nothing is written to peers.
+bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count,
+                                             DType dtype, ReduceOp op, bool gather) {
+  std::vector<CopyBuffers> theirs;
+  if (!exchange_copy_buffers(in, out, theirs)) return false;
+  ++single_copy_calls_;
+  SingleCopyState state(static_cast<std::size_t>(size_));
+  try {
+    fold_own_chunk(in, out, count, dtype, op, gather, theirs);
+    finish_single_copy(state);
+  } catch (const CommFailure& e) {
+    leave_single_copy(e.record().peer, state);
+    throw;
+  }
+  return true;
+}
+
+bool CommunicatorImpl::exchange_copy_buffers(const std::byte* in, const std::byte* out,
+                                             std::vector<CopyBuffers>& theirs) {
+  const std::uint64_t desc_count = op_.call.count;
+  bool ok = reaches_every_peer_memory();
+  const CopyBuffers mine{reinterpret_cast<std::uintptr_t>(in),
+                         reinterpret_cast<std::uintptr_t>(out), ok ? 1u : 0u, 0};
+  theirs.assign(static_cast<std::size_t>(size_), CopyBuffers{});
+  for (int i = 1; i < size_; ++i)
+    post(peer_at(rank_, size_, i), 0, 0, &mine, sizeof mine, desc_count);
+  for (int i = 1; i < size_; ++i) {
+    const int p = peer_at(rank_, size_, i);
+    transport::RecvView v = take(p, 0, 0, sizeof mine, desc_count);
+    std::memcpy(&theirs[static_cast<std::size_t>(p)], v.data, sizeof mine);
+    give_back(p);
+    if (theirs[static_cast<std::size_t>(p)].reaches_all == 0) ok = false;
+  }
+  return ok;
+}
+
+void CommunicatorImpl::fold_own_chunk(const std::byte* in, std::byte* out, std::size_t count,
+                                      DType dtype, ReduceOp op, bool gather,
+                                      const std::vector<CopyBuffers>& theirs) {
+  const std::size_t es = dtype_size(dtype), pe = piece_ / es;
+  const auto n = static_cast<std::size_t>(size_);
+  std::vector<std::byte>& stage = world_->stage_;
+  if (stage.size() < (n - 1) * piece_) stage.resize((n - 1) * piece_);
+  std::vector<const void*> inputs(n);
+  const Range chunk = block(count, size_, rank_);
+  std::byte* my_out = gather ? out + chunk.begin * es : out;
+  for (std::size_t b = 0; b < chunk.len; b += pe) {
+    const std::size_t len = std::min(pe, chunk.len - b), off = (chunk.begin + b) * es;
+    for (int i = 1; i < size_; ++i) {
+      const int p = peer_at(rank_, size_, i);
+      std::byte* piece_in = stage.data() + static_cast<std::size_t>(i - 1) * piece_;
+      copy_peer(p, piece_in, theirs[static_cast<std::size_t>(p)].in + off, len * es, false);
+      inputs[static_cast<std::size_t>(p)] = piece_in;
+    }
+    inputs[static_cast<std::size_t>(rank_)] = in + off;
+    coll::reduce_n(my_out + b * es, inputs.data(), size_, len, dtype, op);
+    if (gather)
+      for (int i = 1; i < size_; ++i) {
+        const int p = peer_at(rank_, size_, i);
+        copy_peer(p, my_out + b * es, theirs[static_cast<std::size_t>(p)].out + off, len * es,
+                  true);
+      }
+  }
+}
+
+void CommunicatorImpl::copy_peer(int p, void* local, std::uint64_t remote, std::size_t bytes,
+                                 bool write) {
+  transport::Transport& t = *by_peer_[static_cast<std::size_t>(p)];
+  const int wp = world_rank(p);
+  const int err = t.access_peer(wp, local, remote, bytes, write);
+  if (err == 0) return;
+  std::string detail = std::string("cross-memory ") + (write ? "write to" : "read from") +
+                       " rank " + std::to_string(wp) + "'s buffer: " + std::strerror(err);
+  int blame = p;
+  FailureCause cause = err == ESRCH ? FailureCause::peer_closed : FailureCause::peer_error;
+  // A live peer whose buffer is gone (EFAULT) left the call early: it failed, most often
+  // because another peer died. Name the dead peer then, as that peer's own record does. The
+  // peer that left may have seen the death first (its copy failed once the dead process's
+  // memory was gone, before the exit is complete and the pidfd says so): look for 20 ms.
+  if (err != ESRCH)
+    if (const int q = exited_peer(p, std::chrono::milliseconds(20)); q >= 0) {
+      detail = "process of rank " + std::to_string(world_rank(q)) + " exited; then " + detail;
+      blame = q;
+      cause = FailureCause::peer_closed;
+    }
+  fail(cause, blame, t.lane_name(wp, transport::WaitKind::data), 0, 0,
+       timeout_ms_.load(std::memory_order_relaxed), detail);
+}
+
+int CommunicatorImpl::exited_peer(int except, std::chrono::milliseconds within) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  for (;;) {
+    for (int i = 1; i < size_; ++i) {
+      const int q = peer_at(rank_, size_, i);
+      if (q != except && by_peer_[static_cast<std::size_t>(q)]->peer_state(
+                             world_rank(q), nullptr) == transport::PeerState::closed)
+        return q;
+    }
+    if (std::chrono::steady_clock::now() >= until) return -1;
+    // An exit is complete (pidfd readable) within about a millisecond of the memory going.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void CommunicatorImpl::finish_single_copy(SingleCopyState& state) {
+  const std::uint64_t desc_count = op_.call.count;
+  for (int i = 1; i < size_; ++i) {
+    const int p = peer_at(rank_, size_, i);
+    post(p, 1, 0, &kDone, sizeof kDone, desc_count);
+    state.told[static_cast<std::size_t>(p)] = 1;
+  }
+  for (int i = 1; i < size_; ++i) {
+    const int p = peer_at(rank_, size_, i);
+    std::uint32_t status = kLeft;
+    std::memcpy(&status, take(p, 1, 0, sizeof status, desc_count).data, sizeof status);
+    give_back(p);
+    state.heard[static_cast<std::size_t>(p)] = 1;
+    if (status == kDone) continue;
+    std::string detail = "rank " + std::to_string(world_rank(p)) +
+                         " failed in this call and left its part of the result unfinished";
+    int blame = p;
+    FailureCause cause = FailureCause::peer_error;
+    if (const int q = exited_peer(p, std::chrono::milliseconds(20)); q >= 0) {
+      detail = "process of rank " + std::to_string(world_rank(q)) + " exited; then " + detail;
+      blame = q;
+      cause = FailureCause::peer_closed;
+    }
+    fail(cause, blame,
+         by_peer_[static_cast<std::size_t>(p)]->lane_name(world_rank(p), transport::WaitKind::data),
+         1, 0, timeout_ms_.load(std::memory_order_relaxed), detail);
+  }
+  drain();
+}
+
+// Peers may still be reading this rank's input and writing into its output: tell them it left
+// (they fail instead of waiting for its chunk), and return only once every other live peer has
+// sent its step 1 too (done with these buffers) or exited, bounded by min(timeout, 1 s): the
+// caller may reuse the buffers as soon as the call throws. The peer the record names is not
+// waited for (dead, or stopped past the timeout): a peer stopped mid-copy may still write when
+// it resumes (docs/collectives.md, "Single copy and dead peers").
+void CommunicatorImpl::leave_single_copy(int blamed, const SingleCopyState& state) {
+  const std::uint64_t desc_count = op_.call.count;
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min<std::uint32_t>(
+                                             timeout_ms_.load(std::memory_order_relaxed), 1000));
+  for (int i = 1; i < size_; ++i) {
+    const int p = peer_at(rank_, size_, i);
+    transport::Transport& t = *by_peer_[static_cast<std::size_t>(p)];
+    if (!state.told[static_cast<std::size_t>(p)] && t.can_send(world_rank(p)))
+      t.send(world_rank(p), header(1, 0, sizeof kLeft, desc_count), &kLeft);
+  }
+  for (int i = 1; i < size_; ++i) {
+    const int p = peer_at(rank_, size_, i);
+    transport::Transport& t = *by_peer_[static_cast<std::size_t>(p)];
+    const int wp = world_rank(p);
+    if (wp == blamed) continue;
+    while (!state.heard[static_cast<std::size_t>(p)] && t.peek(wp).header == nullptr &&
+           t.peer_state(wp, nullptr) == transport::PeerState::ok &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+}  // namespace spark

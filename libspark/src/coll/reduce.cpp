@@ -121,6 +121,27 @@ A combine(A acc, A x) {
     return x > acc ? x : acc;
 }
 
+// Three floating-point inputs (3 ranks of one node, e.g. the single copy's fold) without avg:
+// one pass, 16 bytes at a time, all three inputs of an element read before its output is
+// written (so `out` may be any input, as in place); the same operations in the same order as
+// the block loop below, so the same bits. The block loop makes three passes over its
+// accumulator here.
+template <class S, ReduceOp OP>
+void reduce_three(S* o, const S* a, const S* b, const S* c, std::size_t count) {
+  typedef S V __attribute__((vector_size(16)));
+  constexpr std::size_t kLanes = sizeof(V) / sizeof(S);
+  std::size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    V x, y, z;
+    std::memcpy(&x, a + i, sizeof x);
+    std::memcpy(&y, b + i, sizeof y);
+    std::memcpy(&z, c + i, sizeof z);
+    const V r = combine<OP>(combine<OP>(x, y), z);
+    std::memcpy(o + i, &r, sizeof r);
+  }
+  for (; i < count; ++i) o[i] = combine<OP>(combine<OP>(a[i], b[i]), c[i]);
+}
+
 // Folds inputs 0..n-1 element by element, in rank order (bit-identical on every rank). Inputs
 // 0 and 1 are folded in one pass (a separate copy of input 0 into the accumulator cost ~20 %
 // of a cold 8 MiB fold: it is the pass that reads the cold input); with two inputs the result
@@ -144,6 +165,9 @@ void reduce_typed(void* out, const void* const* inputs, int n, std::size_t count
     return;
   }
   const S* in1 = static_cast<const S*>(inputs[1]);
+  if constexpr (std::is_floating_point_v<S> && OP != ReduceOp::avg) {
+    if (n == 3) return reduce_three<S, OP>(o, in0, in1, static_cast<const S*>(inputs[2]), count);
+  }
   if (n == 2) {
     for (std::size_t i = 0; i < count; ++i)
       o[i] = T::store(finish(combine<OP>(T::load(in0[i]), T::load(in1[i]))));

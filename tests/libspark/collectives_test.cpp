@@ -263,6 +263,40 @@ TEST(Determinism, FixedRankOrderForF32AndBf16) {
   }
 }
 
+// The one-shot / two-phase crossover: measured per rank count and reach (docs/collectives.md),
+// the same on every rank; across it the results stay the rank-ordered fold on every rank.
+TEST(Crossover, ByRanksAndReach) {
+  EXPECT_EQ(CommunicatorImpl::one_shot_crossover(false, 2), 32u * 1024);
+  EXPECT_EQ(CommunicatorImpl::one_shot_crossover(false, 3), 16u * 1024);
+  EXPECT_EQ(CommunicatorImpl::one_shot_crossover(false, 4), 16u * 1024);
+  EXPECT_EQ(CommunicatorImpl::one_shot_crossover(true, 2), 256u * 1024);
+  EXPECT_EQ(CommunicatorImpl::one_shot_crossover(true, 3), 32u * 1024);
+  for (int size : {2, 3}) {
+    RankSpec spec;
+    spec.size = size;
+    spec.transport = "shm";
+    auto codes = run_ranks(spec, [size](CommunicatorImpl& comm, int) {
+      int errors = 0;
+      const std::size_t max = comm.one_shot_max_bytes();
+      RANK_CHECK(max == CommunicatorImpl::one_shot_crossover(false, size),
+                 "%d ranks over shm: one-shot up to %zu B", size, max);
+      int salt = 1000;
+      for (std::size_t bytes : {max - 4, max, max + 4}) {
+        const std::size_t count = bytes / sizeof(float);
+        ++salt;
+        auto in = gen(DType::f32, comm.rank(), salt, count, ReduceOp::sum);
+        auto expect = reference(DType::f32, ReduceOp::sum, size, salt, count);
+        std::vector<std::byte> out(in.size());
+        comm.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);
+        RANK_CHECK(out == expect, "%d ranks: allreduce of %zu B gave wrong numbers", size, bytes);
+      }
+      return errors == 0 ? 0 : 1;
+    });
+    for (std::size_t r = 0; r < codes.size(); ++r)
+      EXPECT_EQ(codes[r], 0) << size << " ranks, rank " << r;
+  }
+}
+
 // A large allreduce and reduce_scatter (from 256 KiB of input the automatic choice is the
 // single copy, docs/collectives.md), checked against the rank-ordered fold.
 int check_large_reductions(CommunicatorImpl& c, int& salt, const char* which) {

@@ -107,6 +107,15 @@ class CommunicatorImpl {
   /// Like set_allreduce_algo, every rank must use the same value (else: a mismatch failure).
   void set_one_shot_max_bytes(std::size_t bytes) noexcept { one_shot_max_ = bytes; }
   std::size_t one_shot_max_bytes() const noexcept { return one_shot_max_; }
+  /// The measured crossover (docs/collectives.md, "Algorithms") for `size` ranks that reach
+  /// each other over the network (tcp, roce) or over shared memory only. Every rank computes
+  /// it from the same facts (node ids, SPARK_TRANSPORT), so all of them choose alike.
+  static constexpr std::size_t one_shot_crossover(bool network, int size) noexcept {
+    if (network) return size == 2 ? 256 * 1024 : 32 * 1024;
+    // shm, 2 ranks, paired at load 4-5: 32 KiB one-shot 0.81x the two-phase time (6/6 pairs),
+    // 64 KiB 1.01x (even); 3 ranks receive twice the data per rank in one-shot: 16 KiB.
+    return size == 2 ? 32 * 1024 : 16 * 1024;
+  }
   /// Bytes per message (<= the transports' slot size; every rank must use the same value).
   /// Smaller pieces keep the data in flight inside the caches; for measurements.
   void set_piece_bytes(std::size_t bytes) noexcept {

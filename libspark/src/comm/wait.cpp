@@ -285,8 +285,11 @@ transport::RecvView CommunicatorImpl::take(int peer, std::uint32_t step, std::ui
                                            std::size_t bytes, std::uint64_t count_expected) {
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
   const int wp = world_rank(peer);
-  wait(peer, WaitKind::data, step, [&] { return t.peek(wp).header != nullptr; });
-  transport::RecvView v = t.peek(wp);
+  transport::RecvView v;
+  wait(peer, WaitKind::data, step, [&] {
+    v = t.peek(wp);
+    return v.header != nullptr;
+  });
   const transport::MsgHeader& h = *v.header;
   CallDesc mine = op_.call;
   mine.count = count_expected;

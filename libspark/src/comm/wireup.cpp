@@ -189,7 +189,7 @@ void CommunicatorImpl::wire_up() {
   const bool forced_network = options_.transport != "auto" &&
                               !transport::choose_transport(options_.transport, false).node_local;
   const bool network = forced_network || !base.one_node();
-  one_shot_max_ = network ? (size_ == 2 ? 256 * 1024 : 32 * 1024) : 16 * 1024;
+  one_shot_max_ = one_shot_crossover(network, size_);
 
   // Per peer its transport; then one instance per transport kind, in registry order.
   std::map<const transport::TransportKind*, std::vector<int>> peers_of;

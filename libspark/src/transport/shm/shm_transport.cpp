@@ -339,12 +339,13 @@ bool ShmTransport::can_send(int peer_rank) {
 
 void ShmTransport::send(int peer_rank, const MsgHeader& header, const void* data) {
   Peer& p = peer(peer_rank);
-  const std::size_t i = p.sent % opt_.slots;
+  const std::size_t i = p.tx_slot;
   std::byte* slot = p.tx->slot(i, opt_.slot_bytes);
   if (header.bytes > 0) std::memcpy(slot + kLine, data, header.bytes);
   SlotLine& line = p.tx->line(i, opt_.slot_bytes);
   line.header = header;
   ++p.sent;
+  p.tx_slot = i + 1 == opt_.slots ? 0 : i + 1;
   line.stamp.store(p.sent, std::memory_order_release);  // publishes header and payload
   // seq_cst store + load pairs with the receiver's rx_waiting store + head load (Dekker), so a
   // receiver about to sleep either sees the new head or gets woken.
@@ -358,7 +359,7 @@ void ShmTransport::send(int peer_rank, const MsgHeader& header, const void* data
     const std::size_t span = kLine + header.bytes;
     for (std::size_t off = 0; off < span; off += kLine) demote_line(slot + off);
     if (p.sent - p.tail_seen < opt_.slots) {
-      const std::byte* next = p.tx->slot(p.sent % opt_.slots, opt_.slot_bytes);
+      const std::byte* next = p.tx->slot(p.tx_slot, opt_.slot_bytes);
       for (std::size_t off = 0; off < span; off += kLine) __builtin_prefetch(next + off, 1);
     }
   }
@@ -366,7 +367,7 @@ void ShmTransport::send(int peer_rank, const MsgHeader& header, const void* data
 
 RecvView ShmTransport::peek(int peer_rank) {
   Peer& p = peer(peer_rank);
-  const std::size_t i = p.received % opt_.slots;
+  const std::size_t i = p.rx_slot;
   SlotLine& line = p.rx->line(i, opt_.slot_bytes);
   if (line.stamp.load(std::memory_order_acquire) != p.received + 1) return {};
   return {&line.header, p.rx->slot(i, opt_.slot_bytes) + kLine};
@@ -375,6 +376,7 @@ RecvView ShmTransport::peek(int peer_rank) {
 void ShmTransport::release(int peer_rank) {
   Peer& p = peer(peer_rank);
   ++p.received;
+  p.rx_slot = p.rx_slot + 1 == opt_.slots ? 0 : p.rx_slot + 1;
   p.rx->ctl.tail.store(p.received, std::memory_order_seq_cst);
   if (p.rx->ctl.tx_waiting.load(std::memory_order_seq_cst) != 0)
     futex(&p.rx->ctl.tail, FUTEX_WAKE, 1, nullptr);

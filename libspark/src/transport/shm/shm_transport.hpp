@@ -94,6 +94,8 @@ class ShmTransport final : public Transport {
     std::uint32_t sent = 0;
     std::uint32_t tail_seen = 0;  ///< the receiver's tail when last read (credits)
     std::uint32_t received = 0;
+    /// sent % slots and received % slots, kept rather than divided for on every message
+    std::size_t tx_slot = 0, rx_slot = 0;
     bool gone = false;
   };
   Region* region(void* base, int index) const noexcept;

@@ -10,6 +10,10 @@
 //   fault_stream skew barrier|none MS the last rank sleeps MS after init (weight loading);
 //                                     with "barrier" every rank calls barrier() first; then 5
 //                                     allreduces
+//   fault_stream late MS              200 allreduces, then the last rank sleeps MS and the
+//                                     others wait for it in one allreduce: each prints
+//                                     "LATE_WAIT rank R wall_ms W cpu_ms C" (its process's CPU
+//                                     time during that wait: bench/failure.sh)
 // Every rank checks every result: a wrong value prints "WRONG DATA" and exits 99. A stream
 // that runs 30 s without a failure prints "COMPLETED" and exits 0 (a kill test then fails).
 // SIGTERM is ignored so that sparkrun's group abort (SIGTERM, then SIGKILL after the kill
@@ -115,6 +119,35 @@ int run_skew(bool use_barrier, int sleep_ms) {
     if (!verify(v, size, it)) wrong(rank, it);
   }
   std::printf("COMPLETED rank %d\n", rank);
+  return 0;
+}
+
+double process_cpu_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+int run_late(int sleep_ms) {
+  spark::Communicator comm = spark::init();
+  const int rank = comm.rank(), size = comm.size();
+  std::vector<float> v(kCount);
+  int it = 0;
+  for (; it < 200; ++it) {  // the wait policy has a fast history when the late wait comes
+    fill(v, rank, it);
+    comm.allreduce(v.data(), v.data(), v.size(), spark::DType::f32, spark::ReduceOp::sum);
+    if (!verify(v, size, it)) wrong(rank, it);
+  }
+  if (rank == size - 1) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  fill(v, rank, it);
+  const double cpu0 = process_cpu_ms();
+  const auto t0 = Clock::now();
+  comm.allreduce(v.data(), v.data(), v.size(), spark::DType::f32, spark::ReduceOp::sum);
+  const double wall = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const double cpu = process_cpu_ms() - cpu0;
+  if (!verify(v, size, it)) wrong(rank, it);
+  if (rank != size - 1)
+    std::printf("LATE_WAIT rank %d wall_ms %.1f cpu_ms %.2f\n", rank, wall, cpu);
   return 0;
 }
 
@@ -227,6 +260,7 @@ int main(int argc, char** argv) {
     if (mode == "stop")
       return run_stream(mode, arg(2, 1), arg(3, 5), 0, static_cast<std::uint32_t>(arg(4, 0)));
     if (mode == "healthy") return run_stream(mode, -1, arg(2, 10), 0, 0);
+    if (mode == "late") return run_late(arg(2, 2000));
     if (mode == "skew" && argc > 2) return run_skew(std::string(argv[2]) == "barrier", arg(3, 600));
     if (mode == "api" && argc > 2)
       return std::string(argv[2]) == "c" ? run_api_c(arg(3, 1)) : run_api_cpp(arg(3, 1));

@@ -232,6 +232,11 @@ TEST(WaitPolicyYield, YieldsWhenOnlyTheJobsOwnRanksShareTheCpus) {
   EXPECT_DOUBLE_EQ(p.cpu_price(), 1.0);
   p.set_load(Ns(0), 2);  // the two other ranks, nobody else
   EXPECT_TRUE(p.yields());
+  // A try looks again soon (1 ms), so next to a foreign task it costs little; then every 20 ms.
+  EXPECT_TRUE(p.load_sample_due(milliseconds(1)));
+  p.set_load(milliseconds(1), 2);
+  EXPECT_FALSE(p.load_sample_due(milliseconds(20)));
+  EXPECT_TRUE(p.load_sample_due(milliseconds(21)));
   EXPECT_LT(p.cpu_price(), 0.1);  // a yield hands the CPU to a peer: polling is cheap
   // 1 KiB allreduce of 3 ranks on 2 CPUs: the data comes when a peer got the CPU, 2-30 us.
   replay(p, uniform(2, 30, 300, 11), us(15));

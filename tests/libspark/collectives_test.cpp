@@ -266,7 +266,7 @@ TEST(Determinism, FixedRankOrderForF32AndBf16) {
 // The one-shot / two-phase crossover: measured per rank count and reach (docs/collectives.md),
 // the same on every rank; across it the results stay the rank-ordered fold on every rank.
 TEST(Crossover, ByRanksAndReach) {
-  EXPECT_EQ(CommunicatorImpl::one_shot_crossover(false, 2), 32u * 1024);
+  EXPECT_EQ(CommunicatorImpl::one_shot_crossover(false, 2), 64u * 1024);
   EXPECT_EQ(CommunicatorImpl::one_shot_crossover(false, 3), 16u * 1024);
   EXPECT_EQ(CommunicatorImpl::one_shot_crossover(false, 4), 16u * 1024);
   EXPECT_EQ(CommunicatorImpl::one_shot_crossover(true, 2), 256u * 1024);

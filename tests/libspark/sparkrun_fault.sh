@@ -18,6 +18,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 [ "$rc" -ne 0 ] || fail "sparkrun exited 0 although rank 1 was ${mode}ed"
 [ "$rc" -ne 124 ] || fail "the job hung (timeout 60 s)"
 [ "$ms" -lt 20000 ] || fail "took $ms ms"
+# The ranks ran and rank 1 did what it was told (not "exit 127: cannot execute" or a crash).
+if [ "$mode" = kill ]; then
+  grep -Eq "^sparkrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL|: rank 1 closed its connection" "$out" ||
+    fail "neither sparkrun nor a survivor's record says that rank 1 was killed"
+fi
 if [ "$mode" = stop ]; then
   grep -Eq "sparkrun: (.*: )?rank [02]: allreduce seq [0-9]+ step [0-9]+: no data from rank 1 on lane (shm|tcp:[0-9]+) after 3[0-9][0-9] ms \(timeout 300 ms\)" "$out" ||
     fail "no failure record line naming rank 1, the lane and the timeout"

@@ -190,20 +190,24 @@ class CommunicatorImpl {
   bool every_peer_over_shm() const noexcept;
   // the single copy (coll/single_copy.cpp)
   /// Cross-memory attach: false (after agreeing on it with every peer) when some rank cannot
-  /// reach some peer's memory; the caller then runs the two-phase allreduce.
+  /// reach some peer's memory or no rank wants it; the caller then runs the two-phase path.
   bool allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
                              ReduceOp op, bool gather);
   /// Step 0: where a rank's buffers are, and whether it reaches every peer's memory.
   struct CopyBuffers {
     std::uint64_t in, out;
-    std::uint32_t reaches_all, unused;
+    std::uint32_t reaches_all;  ///< this rank reaches every peer's memory
+    std::uint32_t wanted;       ///< this rank asks for the single copy (wants_single_copy)
   };
+  /// Forced (AllreduceAlgo::single_copy), or this rank's CPUs are contended.
+  bool wants_single_copy() const noexcept;
   /// Which peers this rank told (step 1 sent) and heard from in the current call.
   struct SingleCopyState {
     explicit SingleCopyState(std::size_t n) : told(n, 0), heard(n, 0) {}
     std::vector<char> told, heard;
   };
-  /// Step 0 with every peer; false when some rank cannot reach some peer (all agree).
+  /// Step 0 with every peer; false (all agree) when some rank cannot reach some peer, or no
+  /// rank wants the single copy: the caller then runs the two-phase path.
   bool exchange_copy_buffers(const std::byte* in, const std::byte* out,
                              std::vector<CopyBuffers>& theirs);
   /// Reads this rank's chunk of every peer's input, folds it in rank order and (gather) writes

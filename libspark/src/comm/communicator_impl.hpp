@@ -199,8 +199,10 @@ class CommunicatorImpl {
     std::uint32_t reaches_all;  ///< this rank reaches every peer's memory
     std::uint32_t wanted;       ///< this rank asks for the single copy (wants_single_copy)
   };
-  /// Forced (AllreduceAlgo::single_copy), or this rank's CPUs are contended.
-  bool wants_single_copy() const noexcept;
+  /// Forced (AllreduceAlgo::single_copy), below kTwoPhaseWhenIdleMin, or this rank's CPUs
+  /// are contended.
+  bool wants_single_copy(std::size_t bytes) const noexcept;
+  static constexpr std::size_t kTwoPhaseWhenIdleMin = 4 << 20;
   /// Which peers this rank told (step 1 sent) and heard from in the current call.
   struct SingleCopyState {
     explicit SingleCopyState(std::size_t n) : told(n, 0), heard(n, 0) {}
@@ -208,7 +210,7 @@ class CommunicatorImpl {
   };
   /// Step 0 with every peer; false (all agree) when some rank cannot reach some peer, or no
   /// rank wants the single copy: the caller then runs the two-phase path.
-  bool exchange_copy_buffers(const std::byte* in, const std::byte* out,
+  bool exchange_copy_buffers(const std::byte* in, const std::byte* out, std::size_t bytes,
                              std::vector<CopyBuffers>& theirs);
   /// Reads this rank's chunk of every peer's input, folds it in rank order and (gather) writes
   /// the result into every peer's output.

@@ -159,6 +159,24 @@ TEST(WaitPolicy, LoadSamplesRaiseThePriceOfSpinning) {
   EXPECT_GT(p.cpu_price(), 0.9);
 }
 
+TEST(WaitPolicy, OneLoadSampleWithAPassingTaskDoesNotRaiseThePrice) {
+  WaitPolicy p(node(false));
+  replay(p, uniform(5, 40, 200, 9), us(15));
+  const Ns spun = p.chosen();
+  ASSERT_GE(spun, us(40));
+  const double quiet = p.cpu_price();
+  // The peer computes (1 other), and one sample also caught a passing task (2 others).
+  p.set_load(std::chrono::milliseconds(20), 1);
+  p.set_load(std::chrono::milliseconds(40), 2);
+  p.set_load(std::chrono::milliseconds(60), 1);
+  EXPECT_DOUBLE_EQ(p.cpu_price(), quiet);
+  EXPECT_EQ(p.chosen(), spun);
+  // A load that stays (two samples in a row and more) does.
+  p.set_load(std::chrono::milliseconds(80), 2);
+  p.set_load(std::chrono::milliseconds(100), 2);
+  EXPECT_GT(p.cpu_price(), quiet + 0.2);
+}
+
 TEST(WaitPolicy, ProbesALongerSpinNowAndThen) {
   WaitPolicy p(node(true));
   replay(p, std::vector<Ns>(100, us(30)), us(15));

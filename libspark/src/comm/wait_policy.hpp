@@ -89,6 +89,7 @@ class WaitPolicy {
   std::array<double, kBuckets> hist_{};  ///< decayed weight of recent waits per bucket
   double weight_ = 0;                    ///< sum of hist_
   double contention_ = 0;                ///< decayed fraction of load samples that were >= 1
+  double last_sampled_ = 0;              ///< the previous load sample's contention (debounce)
   Ns chosen_{0};
   Ns next_load_sample_{0};
   std::uint32_t waits_ = 0;

@@ -148,6 +148,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
       if (tr.get() != &t && tr->has_pending())
         slice = std::min(slice, std::chrono::microseconds(100));
     t.block(wp, kind, slice);
+    if (const auto woke = t.take_wake_latency()) policy.observe_wake(*woke);
   }
 }
 

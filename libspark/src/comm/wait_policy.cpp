@@ -82,6 +82,14 @@ void WaitPolicy::record(Ns spun, Ns waited, bool blocked) noexcept {
   choose();
 }
 
+void WaitPolicy::observe_wake(Ns latency) noexcept {
+  const double mean = static_cast<double>(settings_.wake_cost.count());
+  const double next = mean + (static_cast<double>(latency.count()) - mean) / 8;
+  settings_.wake_cost =
+      std::clamp(Ns(static_cast<Ns::rep>(next)), Ns(microseconds(1)), Ns(milliseconds(2)));
+  if (!settings_.fixed_spin) choose();
+}
+
 void WaitPolicy::set_load(Ns now, int runnable_others) noexcept {
   if (runnable_others < 0) {
     next_load_sample_ = now + std::chrono::seconds(1);

@@ -65,6 +65,12 @@ class WaitPolicy {
   /// A wait ended: it polled `spun` (== `waited` when it never blocked), took `waited` in all.
   void record(Ns spun, Ns waited, bool blocked) noexcept;
 
+  /// A real wake-up's latency (a blocked wait woken by its peer: Transport::take_wake_latency).
+  /// The block-and-wake cost the budgets weigh follows these (a decaying mean, 1 us .. 2 ms),
+  /// from the init-time measurement: on a VM a vCPU that slept long wakes far slower than
+  /// the ping-pong of two busy threads at init says.
+  void observe_wake(Ns latency) noexcept;
+
   /// When (on the caller's steady clock) the machine's load should be sampled next.
   bool load_sample_due(Ns now) const noexcept { return now >= next_load_sample_; }
   /// A load sample taken at `now`: the machine's runnable tasks other than the caller

@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -166,6 +167,12 @@ class Transport {
   /// Sleeps until something about `peer`/`kind` may have changed, or `max` elapsed (never
   /// longer). Spurious returns are fine.
   virtual void block(int peer, WaitKind kind, std::chrono::microseconds max) = 0;
+  /// How long the last wake-up out of block() took, from the peer's wake call to this rank
+  /// running again, where the transport can tell (shm: the waker stamps the time); cleared by
+  /// the call. The wait policy learns from it what a block really costs.
+  virtual std::optional<std::chrono::nanoseconds> take_wake_latency() noexcept {
+    return std::nullopt;
+  }
   /// Whether the peer is still there; `detail` gets a reason when it is not.
   virtual PeerState peer_state(int peer, std::string* detail) = 0;
 

@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 
 #include "log/log.hpp"
 #include "spark/error.hpp"
@@ -35,11 +37,21 @@ struct alignas(kLine) Control {
   alignas(kLine) std::atomic<std::uint32_t> tail{0};        // released messages (receiver)
   alignas(kLine) std::atomic<std::uint32_t> rx_waiting{0};  // receiver sleeps on head
   std::atomic<std::uint32_t> tx_waiting{0};                 // sender sleeps on tail
+  // When the sender woke the sleeping receiver (steady clock, ns; 0: not since the receiver
+  // last looked): the receiver's measure of a real wake-up (ShmTransport::take_wake_latency).
+  std::atomic<std::int64_t> woken_at_ns{0};
 };
+static_assert(std::atomic<std::int64_t>::is_always_lock_free);
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
 std::size_t slot_stride(std::size_t slot_bytes) {
   return kLine + slot_bytes;
+}
+
+std::int64_t steady_ns() noexcept {  // CLOCK_MONOTONIC: one clock for the node's processes
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 long futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const timespec* ts) {
@@ -350,8 +362,11 @@ void ShmTransport::send(int peer_rank, const MsgHeader& header, const void* data
   // seq_cst store + load pairs with the receiver's rx_waiting store + head load (Dekker), so a
   // receiver about to sleep either sees the new head or gets woken.
   p.tx->ctl.head.store(p.sent, std::memory_order_seq_cst);
-  if (p.tx->ctl.rx_waiting.load(std::memory_order_seq_cst) != 0)
+  if (p.tx->ctl.rx_waiting.load(std::memory_order_seq_cst) != 0) {
+    // A clock read only on this path, which makes a system call anyway.
+    p.tx->ctl.woken_at_ns.store(steady_ns(), std::memory_order_release);
     futex(&p.tx->ctl.head, FUTEX_WAKE, 1, nullptr);
+  }
   if (header.bytes <= kHintMaxBytes) {
     // After the seq_cst store above the lines are written (the store buffer is drained), so
     // the demote moves the final bytes. Then, while this rank goes on to wait for its peer,
@@ -382,6 +397,10 @@ void ShmTransport::release(int peer_rank) {
     futex(&p.rx->ctl.tail, FUTEX_WAKE, 1, nullptr);
 }
 
+std::optional<std::chrono::nanoseconds> ShmTransport::take_wake_latency() noexcept {
+  return std::exchange(wake_latency_, std::nullopt);
+}
+
 void ShmTransport::block(int peer_rank, WaitKind kind, std::chrono::microseconds max) {
   Peer& p = peer(peer_rank);
   timespec ts{static_cast<time_t>(max.count() / 1000000),
@@ -389,7 +408,13 @@ void ShmTransport::block(int peer_rank, WaitKind kind, std::chrono::microseconds
   if (kind == WaitKind::data) {
     p.rx->ctl.rx_waiting.store(1, std::memory_order_seq_cst);
     std::uint32_t h = p.rx->ctl.head.load(std::memory_order_seq_cst);
-    if (h == p.received) futex(&p.rx->ctl.head, FUTEX_WAIT, h, &ts);
+    if (h == p.received) {
+      p.rx->ctl.woken_at_ns.store(0, std::memory_order_relaxed);  // a stamp from before: stale
+      futex(&p.rx->ctl.head, FUTEX_WAIT, h, &ts);
+      const std::int64_t woken = p.rx->ctl.woken_at_ns.exchange(0, std::memory_order_acquire);
+      const std::int64_t late = woken != 0 ? steady_ns() - woken : -1;
+      if (late >= 0 && late < 1'000'000'000) wake_latency_ = std::chrono::nanoseconds(late);
+    }
     p.rx->ctl.rx_waiting.store(0, std::memory_order_relaxed);
   } else if (kind == WaitKind::credit) {
     p.tx->ctl.tx_waiting.store(1, std::memory_order_seq_cst);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,7 @@ class ShmTransport final : public Transport {
   void progress() override {}
   bool has_pending() const noexcept override { return false; }
   void block(int peer, WaitKind kind, std::chrono::microseconds max) override;
+  std::optional<std::chrono::nanoseconds> take_wake_latency() noexcept override;
   PeerState peer_state(int peer, std::string* detail) override;
   bool can_access_peer(int peer) const noexcept override;
   int access_peer(int peer, void* local, std::uint64_t remote, std::size_t bytes,
@@ -115,6 +117,7 @@ class ShmTransport final : public Transport {
   bool unlinked_ = false;
   /// Peers read and write this (never read here) to test cross-memory attach.
   alignas(64) std::uint64_t probe_[8] = {};
+  std::optional<std::chrono::nanoseconds> wake_latency_;  ///< of the last wake-up by a peer
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank (null if not shm)
 };
 

@@ -177,6 +177,30 @@ TEST(WaitPolicy, OneLoadSampleWithAPassingTaskDoesNotRaiseThePrice) {
   EXPECT_GT(p.cpu_price(), quiet + 0.2);
 }
 
+TEST(WaitPolicy, RealWakeUpsTeachWhatABlockCosts) {
+  // A work step: the peer comes 50-150 us later. The init ping-pong said a wake-up costs 4 us,
+  // so blocking looks cheap; the real wake-ups of this VM's sleeping vCPU take ~150 us.
+  WaitPolicy p(node(false, 4));
+  const Ns real_wake = us(150);
+  Outcome told;
+  for (int i = 0; i < 400; ++i) one_wait(p, uniform(50, 150, 1, 100 + i)[0], real_wake, told);
+  EXPECT_GT(told.blocked, 100);  // without what the wake-ups say, most of these waits block
+  Outcome learned;
+  for (int i = 0; i < 400; ++i) {
+    const int before = learned.blocked;
+    one_wait(p, uniform(50, 150, 1, 600 + i)[0], real_wake, learned);
+    if (learned.blocked > before) p.observe_wake(real_wake);  // what the transport measured
+  }
+  EXPECT_LT(learned.blocked, told.blocked / 4);
+  EXPECT_GE(p.chosen(), us(100));  // the histogram bound under the 200 us cap
+  // Bounded both ways.
+  for (int i = 0; i < 200; ++i) p.observe_wake(std::chrono::seconds(1));
+  EXPECT_LE(p.chosen(), microseconds(200));  // max_spin still caps the budget
+  for (int i = 0; i < 200; ++i) p.observe_wake(Ns(0));
+  replay(p, uniform(50, 150, 300, 7), us(1));
+  EXPECT_LT(p.chosen(), us(50));  // wake-ups of 1 us: blocking is cheap again
+}
+
 TEST(WaitPolicy, ProbesALongerSpinNowAndThen) {
   WaitPolicy p(node(true));
   replay(p, std::vector<Ns>(100, us(30)), us(15));

@@ -90,7 +90,8 @@ class SparkCustomAllreduce:
     def capture(self):
         """vLLM wraps CUDA-graph capture in this. Nothing to do: the device allreduce is
         capturable as it is (each replay takes its own sequence number); do no host collective
-        on this communicator while a capture is open (it would wait for the captured work)."""
+        on this communicator while a capture is open (it would wait for the captured work),
+        and synchronise a replay's stream before the next host collective (all_gather)."""
         import contextlib
 
         return contextlib.nullcontext()

@@ -140,6 +140,10 @@ BufferView::BufferView(py::handle obj, const char* what, bool writable, bool dev
   if (py::hasattr(obj, "__cuda_array_interface__")) {
     if (!device_ok) device_refused(what);
     const py::dict cai = obj.attr("__cuda_array_interface__");
+    if (cai.contains("mask") && !cai["mask"].is_none())
+      type_error(std::string(what) +
+                 ": a masked GPU array (__cuda_array_interface__ \"mask\"): pass the data "
+                 "without a mask");
     const auto typestr = cai["typestr"].cast<std::string>();
     const auto dt = dtype_of_typestr(typestr);
     if (!dt)

@@ -83,6 +83,42 @@ class PythonStore final : public KeyValueStore {
   py::object store_;
 };
 
+// Device allreduces in flight in one family of communicators (a world and its splits and
+// dups share connections, so a host collective on any of them must wait for the device work
+// of all of them: the proxy threads use those connections).
+class DeviceWork {
+ public:
+  void enqueued(const std::shared_ptr<cuda::DeviceComm>& d) {
+    std::lock_guard lock(mu_);
+    for (const auto& w : pending_)
+      if (w.lock() == d) return;
+    pending_.push_back(d);
+  }
+  // Waits for all of it (GIL released by the caller). On an error the devices not yet waited
+  // for stay pending.
+  void finish() {
+    std::vector<std::weak_ptr<cuda::DeviceComm>> todo;
+    {
+      std::lock_guard lock(mu_);
+      todo.swap(pending_);
+    }
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+      try {
+        if (auto d = todo[i].lock()) d->synchronize();
+      } catch (...) {
+        std::lock_guard lock(mu_);
+        pending_.insert(pending_.end(), todo.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                        todo.end());
+        throw;
+      }
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::weak_ptr<cuda::DeviceComm>> pending_;
+};
+
 // The Python-side communicator. close() may run while another thread still waits in a
 // collective: every call holds its own reference, so the communicator is destroyed when the
 // last call returns. A sub-communicator (split, dup) borrows its parent's connections and must
@@ -90,13 +126,15 @@ class PythonStore final : public KeyValueStore {
 // the last reference to the child is gone, whichever Python object is dropped or closed first.
 class PyComm {
  public:
-  explicit PyComm(Communicator comm) : PyComm(std::make_shared<Communicator>(std::move(comm))) {}
-  PyComm(Communicator sub, std::shared_ptr<Communicator> parent)
+  explicit PyComm(Communicator comm)
+      : PyComm(std::make_shared<Communicator>(std::move(comm)), std::make_shared<DeviceWork>()) {}
+  PyComm(Communicator sub, std::shared_ptr<Communicator> parent, const PyComm& of)
       : PyComm(std::shared_ptr<Communicator>(new Communicator(std::move(sub)),
                                              [parent = std::move(parent)](Communicator* c) mutable {
                                                delete c;        // the child first,
                                                parent.reset();  // then (maybe) the parent
-                                             })) {}
+                                             }),
+               of.device_work_) {}
 
   std::shared_ptr<Communicator> get() const {
     std::lock_guard lock(mu_);
@@ -132,22 +170,13 @@ class PyComm {
                                                     comm.reset();  // then (maybe) the communicator
                                                   });
     }
-    device_pending_ = true;
+    device_work_->enqueued(device_);
     return device_;
   }
-  // Host collectives share the communicator with the device path's proxy thread: one at a
-  // time, in program order. So a host call first waits for the device allreduces enqueued
-  // before it (GIL released by the caller).
-  void finish_device_work() const {
-    std::shared_ptr<cuda::DeviceComm> device;
-    {
-      std::lock_guard lock(mu_);
-      if (!device_pending_) return;
-      device = device_;
-      device_pending_ = false;
-    }
-    if (device) device->synchronize();
-  }
+  // Host collectives share the connections with the device path's proxy threads: one at a
+  // time, in program order. So a host call (and a split or dup) first waits for the device
+  // allreduces enqueued before it in this family (GIL released by the caller).
+  void finish_device_work() const { device_work_->finish(); }
   std::optional<FailureRecord> failure() const {
     std::shared_ptr<cuda::DeviceComm> device;
     {
@@ -165,7 +194,8 @@ class PyComm {
   std::string name_;
 
  private:
-  explicit PyComm(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {
+  PyComm(std::shared_ptr<Communicator> comm, std::shared_ptr<DeviceWork> work)
+      : comm_(std::move(comm)), device_work_(std::move(work)) {
     rank_ = comm_->rank();
     size_ = comm_->size();
     local_rank_ = comm_->local_rank();
@@ -176,7 +206,7 @@ class PyComm {
   mutable std::mutex mu_;
   std::shared_ptr<Communicator> comm_;
   mutable std::shared_ptr<cuda::DeviceComm> device_;
-  mutable bool device_pending_ = false;  ///< device allreduces enqueued since the last host call
+  std::shared_ptr<DeviceWork> device_work_;  ///< shared with the family (splits, dups)
 };
 
 void same_dtype(const BufferView& a, const BufferView& b) {
@@ -472,10 +502,11 @@ PYBIND11_MODULE(_core, m) {
             std::optional<Communicator> sub;
             {
               py::gil_scoped_release nogil;
+              c.finish_device_work();
               sub = parent->split(color, key.value_or(c.rank_));
             }
             if (!sub) return nullptr;
-            return std::make_unique<PyComm>(std::move(*sub), std::move(parent));
+            return std::make_unique<PyComm>(std::move(*sub), std::move(parent), c);
           },
           py::arg("color"), py::arg("key") = py::none(),
           "MPI_Comm_split, collective over this communicator: ranks passing the same color >= 0 "
@@ -490,9 +521,10 @@ PYBIND11_MODULE(_core, m) {
             std::optional<Communicator> sub;
             {
               py::gil_scoped_release nogil;
+              c.finish_device_work();
               sub = parent->dup();
             }
-            return std::make_unique<PyComm>(std::move(*sub), std::move(parent));
+            return std::make_unique<PyComm>(std::move(*sub), std::move(parent), c);
           },
           "The same ranks in the same order as a separate Communicator (collective); e.g. for a "
           "library that must not mix its calls with the caller's.")

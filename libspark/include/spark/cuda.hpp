@@ -46,8 +46,9 @@ class DeviceCommImpl;
 /// in a build without CUDA, and "no CUDA device ..." when no GPU / driver is usable.
 ///
 /// Threading: the proxy thread runs the communicator's collectives while a device collective
-/// is in flight; do not call host collectives on the same communicator until the stream has
-/// synchronised (use the stream, or a second communicator, for ordering).
+/// is in flight; do not call host collectives on the same communicator, or on a split or dup
+/// of it (they share its connections), until the stream has synchronised (synchronize(), or
+/// the stream itself); a communicator of its own (a second spark::init) is independent.
 class DeviceComm {
  public:
   /// `max_bytes`: the channel size, the largest allreduce (count * element size) done in one
@@ -65,11 +66,14 @@ class DeviceComm {
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                  Stream stream);
 
-  /// Waits until every allreduce enqueued so far has completed (each stream it was enqueued on
-  /// reaches it; a kernel's own wait is bounded by the timeout, so this is too, past the GPU
-  /// work queued before it). Host collectives on the communicator are safe afterwards (the
-  /// proxy is idle). Throws spark::CommFailure when an allreduce failed, InvalidUsage when a
-  /// stream is being captured into a graph (end the capture first).
+  /// Waits until every allreduce enqueued so far has completed: it synchronises each stream
+  /// one was enqueued on (so it also waits for what was queued there after it; keep those
+  /// streams alive until then). A kernel's own wait is bounded by the timeout, so this is too,
+  /// past the GPU work queued before it. Host collectives on the communicator (and on its
+  /// splits and dups, which share its connections) are safe afterwards: the proxy is idle.
+  /// Replays of a captured graph are not enqueued here: synchronise the replay's stream
+  /// yourself before a host collective. Throws spark::CommFailure when an allreduce failed,
+  /// InvalidUsage when a stream is being captured into a graph (end the capture first).
   void synchronize();
   /// The record written by a kernel or the proxy (readable after a trap), else the
   /// communicator's own record, else nothing.

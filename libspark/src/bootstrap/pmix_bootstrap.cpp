@@ -104,8 +104,6 @@ std::optional<int> bound_handshake_wait(std::chrono::milliseconds join) {
 // or the rank has exited): the completion holds its own reference.
 class PendingAnswer {
  public:
-  pmix_info_t info[2];  ///< the call's arguments: PMIx may read them until it answers
-
   void complete(pmix_status_t status) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -132,6 +130,11 @@ class PendingAnswer {
   std::condition_variable done_cv_;
   bool done_ = false;
   pmix_status_t status_ = PMIX_SUCCESS;
+};
+
+// A fence in flight: its answer and its arguments, which PMIx may read until it answers.
+struct FenceCall : PendingAnswer {
+  pmix_info_t info[2];
 };
 
 class PmixBootstrap final : public Bootstrap {
@@ -215,7 +218,7 @@ class PmixBootstrap final : public Bootstrap {
   }
 
   void fence(std::chrono::milliseconds timeout) override {
-    auto answer = std::make_shared<PendingAnswer>();
+    auto answer = std::make_shared<FenceCall>();
     bool collect = true;
     int seconds = whole_seconds(timeout);
     pmix_info_t* info = answer->info;
@@ -287,9 +290,9 @@ class PmixBootstrap final : public Bootstrap {
     // Asks the server to end the whole job (every rank, every node) with this message.
     // PMIx_Abort waits for the server's answer, which a held server never gives: it runs on a
     // thread, and past kAbortAnswerWait this rank leaves by itself (its exit ends the job).
-    auto answer = std::make_shared<PendingAnswer>();
     std::optional<pmix_status_t> reply;
-    try {
+    try {  // anything that allocates is in here: this function is noexcept
+      auto answer = std::make_shared<PendingAnswer>();
       std::thread([answer, message, code] {
         answer->complete(PMIx_Abort(code, message.c_str(), nullptr, 0));
       }).detach();

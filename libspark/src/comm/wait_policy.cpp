@@ -219,8 +219,7 @@ nanoseconds measure_wake_cost() {
 }
 
 bool cpuset_oversubscribed(int local_ranks) {
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  if (online > 0 && local_ranks > online) return true;
+  if (local_ranks > online_cpus()) return true;
   cpu_set_t set;
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) != 0) return false;

@@ -147,10 +147,12 @@ class DeviceCommImpl {
   }
 
   void synchronize() {
-    std::vector<Stream> streams;
-    streams.swap(pending_);
-    for (Stream s : streams) {
+    while (!pending_.empty()) {
+      const Stream s = pending_.back();
       const cudaError_t e = cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(s));
+      // A stream that failed is not waited for again (its error would repeat); the others
+      // stay pending, so the next synchronize() still waits for them.
+      pending_.pop_back();
       if (e == cudaSuccess) continue;
       check_health();  // a kernel that trapped wrote its record first
       if (e == cudaErrorStreamCaptureUnsupported || e == cudaErrorStreamCaptureImplicit ||

@@ -29,8 +29,10 @@ PtracerPlan plan_ptracer(std::optional<int> yama_scope, bool cross_memory, bool 
                ": SPARK_SHM_PTRACER=off, no tracer declared: sibling ranks may not "
                "read each other (no single copy)";
   } else if (parent_pid <= 1) {
-    plan.why = scope + ": the rank's parent is gone (reparented to pid " +
-               std::to_string(parent_pid) + "), no tracer declared";
+    plan.why = scope + ": the rank's parent is pid " + std::to_string(parent_pid) +
+               " (init, a container's first process, or the launcher is gone): declaring it "
+               "would let every process of the pid namespace read this rank, so no tracer is "
+               "declared (no single copy); start the ranks under sparkrun or srun";
   } else {
     plan.declare = true;
     plan.tracer = parent_pid;

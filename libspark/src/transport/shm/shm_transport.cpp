@@ -78,7 +78,8 @@ constexpr std::size_t kHintMaxBytes = 2048;
 
 inline void demote_line(const void* p) noexcept {
 #if defined(__x86_64__) || defined(__i386__)
-  asm volatile("cldemote %0" ::"m"(*static_cast<const char*>(p)));
+  // "memory": not moved above the stores it is meant to follow (the stamp's release store).
+  asm volatile("cldemote %0" ::"m"(*static_cast<const char*>(p)) : "memory");
 #else
   (void)p;
 #endif

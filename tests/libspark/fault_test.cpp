@@ -521,6 +521,11 @@ TEST(FaultSingleCopy, PeerStoppedMidCopyTimesOut) {
         // the stopped rank once the others have exited.
         std::thread watcher;
         if (rank == 2) watcher = raise_when_written(out[out.size() / 3], SIGSTOP);
+        // Every rank in the call together: the 300 ms must time the stop, not the ranks' start
+        // (under tsan, filling the 48 MiB of buffers skewed them past the timeout, and a rank
+        // that times out in the address exchange leaves its buffers to peers that already
+        // have its addresses: they failed with "Bad address" naming it, not rank 2).
+        comm.barrier();
         const auto t0 = Clock::now();
         try {
           comm.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);

@@ -41,28 +41,31 @@ std::optional<DType> dtype_of_format(std::string_view fmt, py::ssize_t itemsize)
   }
 }
 
+// The spellings of each supported dtype: torch's name and the array-interface kind ("f4" of
+// typestr "<f4"; bfloat16 has none: CuPy has no bf16, torch exports its CUDA bf16 tensors as
+// tensors).
+struct Spelling {
+  DType dtype;
+  std::string_view torch, kind;
+};
+constexpr Spelling kSpellings[] = {
+    {DType::f32, "torch.float32", "f4"}, {DType::f64, "torch.float64", "f8"},
+    {DType::f16, "torch.float16", "f2"}, {DType::bf16, "torch.bfloat16", ""},
+    {DType::i32, "torch.int32", "i4"},   {DType::i64, "torch.int64", "i8"},
+    {DType::u8, "torch.uint8", "u1"},
+};
+
 std::optional<DType> dtype_of_torch(std::string_view name) {
-  if (name == "torch.float32") return DType::f32;
-  if (name == "torch.float64") return DType::f64;
-  if (name == "torch.float16") return DType::f16;
-  if (name == "torch.bfloat16") return DType::bf16;
-  if (name == "torch.int32") return DType::i32;
-  if (name == "torch.int64") return DType::i64;
-  if (name == "torch.uint8") return DType::u8;
+  for (const Spelling& s : kSpellings)
+    if (s.torch == name) return s.dtype;
   return std::nullopt;
 }
 
-// __cuda_array_interface__ typestr (byte order, kind, size: "<f4") -> DType. bfloat16 has no
-// typestr of its own (CuPy has no bf16; torch exports its CUDA bf16 tensors as tensors).
+// __cuda_array_interface__ typestr: byte order (little-endian or not applicable), kind, size.
 std::optional<DType> dtype_of_typestr(std::string_view t) {
   if (t.size() != 3 || (t[0] != '<' && t[0] != '|' && t[0] != '=')) return std::nullopt;
-  const std::string_view k = t.substr(1);
-  if (k == "f4") return DType::f32;
-  if (k == "f8") return DType::f64;
-  if (k == "f2") return DType::f16;
-  if (k == "i4") return DType::i32;
-  if (k == "i8") return DType::i64;
-  if (k == "u1") return DType::u8;
+  for (const Spelling& s : kSpellings)
+    if (!s.kind.empty() && s.kind == t.substr(1)) return s.dtype;
   return std::nullopt;
 }
 

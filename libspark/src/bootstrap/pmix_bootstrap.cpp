@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/node_layout.hpp"
 #include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
 
 #ifdef SPARK_HAVE_PMIX
 #include <pmix.h>
@@ -89,9 +91,10 @@ int whole_seconds(std::chrono::milliseconds ms) {
 std::optional<int> bound_handshake_wait(std::chrono::milliseconds join) {
   const char* name = "PMIX_MCA_ptl_base_handshake_wait_time";
   if (const char* set = std::getenv(name)) {
-    char* end = nullptr;
-    const long seconds = std::strtol(set, &end, 10);
-    if (end == set || *end != '\0' || seconds < 0) return std::nullopt;
+    std::int64_t seconds = 0;
+    if (protocol::parse_integer(set, 0, std::numeric_limits<int>::max(), seconds) !=
+        protocol::Integer::ok)
+      return std::nullopt;
     return static_cast<int>(seconds);
   }
   const int seconds = whole_seconds(join + kServerAnswerGrace);

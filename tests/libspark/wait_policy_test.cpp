@@ -177,6 +177,16 @@ TEST(WaitPolicy, OneLoadSampleWithAPassingTaskDoesNotRaiseThePrice) {
   EXPECT_GT(p.cpu_price(), quiet + 0.2);
 }
 
+TEST(WaitPolicy, ALoadThatComesAndGoesEverySampleCountsAsHalf) {
+  // Ranks that sleep and wake on shared CPUs: every other sample finds a task waiting for a CPU.
+  WaitPolicy p(node(false));
+  replay(p, uniform(5, 40, 200, 9), us(15));
+  const double quiet = p.cpu_price();
+  for (int i = 1; i <= 40; ++i) p.set_load(std::chrono::milliseconds(20 * i), i % 2 == 0 ? 2 : 1);
+  EXPECT_GT(p.cpu_price(), quiet + 0.2);
+  EXPECT_LT(p.cpu_price(), 0.85);
+}
+
 TEST(WaitPolicy, RealWakeUpsTeachWhatABlockCosts) {
   // A work step: the peer comes 50-150 us later. The init ping-pong said a wake-up costs 4 us,
   // so blocking looks cheap; the real wake-ups of this VM's sleeping vCPU take ~150 us.

@@ -44,6 +44,25 @@ TEST(NodeLayout, DerivedFromNodeIds) {
   EXPECT_EQ(l.local_size, 1);
 }
 
+TEST(NodeLayout, RanksOfOtherHostsOnTheSameKernelShareItsCpus) {
+  // Three one-rank "hosts" in network namespaces of one machine, a fourth rank elsewhere, and a
+  // rank whose machine id could not be read (counted with its node's ranks only).
+  const std::vector<std::string> nodes{"ns1", "ns2", "ns3", "far", "ns1"};
+  const std::vector<std::string> machines{"boot-a", "boot-a", "boot-a", "boot-b", ""};
+  using spark::bootstrap::ranks_sharing_machine;
+  EXPECT_EQ(ranks_sharing_machine(machines, nodes, 1), 4);  // ns1's two ranks, ns2, ns3
+  EXPECT_EQ(ranks_sharing_machine(machines, nodes, 3), 1);
+  EXPECT_EQ(ranks_sharing_machine(machines, nodes, 4), 4);  // its node's rank 0 is on boot-a
+  EXPECT_EQ(ranks_sharing_machine({"", "", ""}, {"a", "b", "a"}, 0), 2);
+}
+
+TEST(NodeLayout, MachineIdIsTheKernelsBootId) {
+  const std::string id = spark::bootstrap::local_machine_id();
+  ASSERT_FALSE(id.empty()) << "/proc/sys/kernel/random/boot_id unreadable";
+  EXPECT_EQ(id.size(), 36u) << id;  // a UUID, no newline
+  EXPECT_EQ(id, spark::bootstrap::local_machine_id());
+}
+
 TEST(EnvRendezvous, PutFenceGetAcrossThreeRanks) {
   const auto port = free_port();
   const auto results = run_ranks({0, 1, 2}, [&](int rank, std::string& report) {

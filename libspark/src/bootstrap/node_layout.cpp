@@ -1,5 +1,6 @@
 #include "bootstrap/node_layout.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,33 @@ NodeLayout derive_layout(const std::vector<std::string>& node_ids, int rank) {
   }
   layout.node_rank = static_cast<int>(std::find(seen.begin(), seen.end(), mine) - seen.begin());
   return layout;
+}
+
+std::string local_machine_id() {
+  const int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[64];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  std::string id(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
+int ranks_sharing_machine(const std::vector<std::string>& machine_ids,
+                          const std::vector<std::string>& node_ids, int rank) {
+  // A rank whose id could not be read is on the machine of its node's other ranks.
+  auto machine_of = [&](std::size_t r) -> const std::string& {
+    for (std::size_t q = 0; q < node_ids.size() && machine_ids[r].empty(); ++q)
+      if (node_ids[q] == node_ids[r] && !machine_ids[q].empty()) return machine_ids[q];
+    return machine_ids[r];
+  };
+  const auto me = static_cast<std::size_t>(rank);
+  const std::string& machine = machine_of(me);
+  int n = 0;
+  for (std::size_t r = 0; r < node_ids.size(); ++r)
+    if (node_ids[r] == node_ids[me] || (!machine.empty() && machine_of(r) == machine)) ++n;
+  return n;
 }
 
 std::string local_node_id(const config::Config& config) {

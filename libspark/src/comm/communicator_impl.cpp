@@ -17,8 +17,8 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
   if (!options_.spin_auto) {
     wait.fixed_spin = std::chrono::microseconds(options_.spin_us);
   } else if (size_ > 1) {
-    wait.oversubscribed = cpuset_oversubscribed(local_size_);
-    wait.local_ranks = local_size_;
+    wait.oversubscribed = cpuset_oversubscribed(machine_ranks_);
+    wait.local_ranks = machine_ranks_;
     wait.cpus = online_cpus();
     wait.wake_cost = measure_wake_cost();
   }

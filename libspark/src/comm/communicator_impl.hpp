@@ -264,6 +264,9 @@ class CommunicatorImpl {
   CommOptions options_;
   std::unique_ptr<Trace> trace_;  ///< written when destroyed (after the transports)
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  /// The job's ranks on this rank's machine (bootstrap::ranks_sharing_machine): with the
+  /// node's, those of other "hosts" on the same kernel (network namespaces, containers).
+  int machine_ranks_ = 1;
   std::string node_id_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   std::vector<transport::Transport*> by_peer_;  ///< nullptr for self

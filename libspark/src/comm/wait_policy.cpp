@@ -100,12 +100,15 @@ void WaitPolicy::set_load(Ns now, int runnable_others) noexcept {
   // a task waits for a CPU, so spinning takes one away from it.
   const double per_cpu = static_cast<double>(runnable_others) / settings_.cpus;
   const double sampled = std::clamp((per_cpu - 0.5) * 2.0, 0.0, 1.0);
-  // A load that lasts shows in consecutive samples (20 ms apart); one sample that caught a
-  // passing task (a kernel worker, the launcher's daemon waking) does not count: taken alone
-  // it raised the price to ~0.26, the spin budgets collapsed and the waits of a work-step job
-  // blocked (one rank in 241 of 488 waits, 5.3 vs 3.3 us of own time per 1 KiB call).
-  const double c = std::min(sampled, last_sampled_);
-  last_sampled_ = sampled;
+  // The median of the last three samples (20 ms apart): one sample that caught a passing task
+  // (a kernel worker, the launcher's daemon waking) does not count: taken alone it raised the
+  // price to ~0.26, the spin budgets collapsed and the waits of a work-step job blocked (one
+  // rank in 241 of 488 waits, 5.3 vs 3.3 us of own time per 1 KiB call). A load that comes and
+  // goes sample by sample (ranks sleeping and waking on shared CPUs) counts as half, where the
+  // minimum of two consecutive samples read it as none.
+  const double a = last_sampled_[0], b = last_sampled_[1];
+  const double c = std::max(std::min(a, b), std::min(std::max(a, b), sampled));
+  last_sampled_ = {b, sampled};
   contention_ += (c - contention_) * 0.25;
   if (settings_.fixed_spin) return;
   decide_yielding(now, runnable_others);

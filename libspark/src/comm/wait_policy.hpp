@@ -43,8 +43,8 @@ struct WaitSettings {
   std::chrono::nanoseconds wake_cost = std::chrono::microseconds(20);  ///< measure_wake_cost
   std::chrono::nanoseconds max_spin = std::chrono::microseconds(200);  ///< CPU cap per wait
   bool oversubscribed = false;  ///< more ranks than CPUs in this rank's cpuset
-  int local_ranks = 1;          ///< this job's ranks on the node (sharing its CPUs)
-  int cpus = 1;                 ///< the node's online CPUs (what /proc/loadavg counts over)
+  int local_ranks = 1;  ///< this job's ranks on the machine's CPUs (other namespaces' included)
+  int cpus = 1;         ///< the node's online CPUs (what /proc/loadavg counts over)
 };
 
 class WaitPolicy {
@@ -92,10 +92,10 @@ class WaitPolicy {
   void decide_yielding(Ns now, int runnable_others) noexcept;
 
   Settings settings_;
-  std::array<double, kBuckets> hist_{};  ///< decayed weight of recent waits per bucket
-  double weight_ = 0;                    ///< sum of hist_
-  double contention_ = 0;                ///< decayed fraction of load samples that were >= 1
-  double last_sampled_ = 0;              ///< the previous load sample's contention (debounce)
+  std::array<double, kBuckets> hist_{};   ///< decayed weight of recent waits per bucket
+  double weight_ = 0;                     ///< sum of hist_
+  double contention_ = 0;                 ///< decayed fraction of load samples that were >= 1
+  std::array<double, 2> last_sampled_{};  ///< the two load samples before (median of three)
   Ns chosen_{0};
   Ns next_load_sample_{0};
   std::uint32_t waits_ = 0;

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "bootstrap/job_token.hpp"
+#include "bootstrap/node_layout.hpp"
 #include "comm/communicator_impl.hpp"
 #include "comm/settings_digest.hpp"
 #include "log/log.hpp"
@@ -164,6 +165,7 @@ void CommunicatorImpl::wire_up() {
   const auto t0 = Clock::now();
   const std::chrono::milliseconds join(options_.join_timeout_ms);
   boot_->put("spark.node", bootstrap::as_bytes(node_id_));
+  boot_->put(bootstrap::kMachineIdKey, bootstrap::as_bytes(bootstrap::local_machine_id()));
   boot_->put(settings_digest::kKey, settings_digest::encode(rank_, settings_digest::of(options_)));
   transport::publish_choice_facts(*boot_, options_, local_size_ < size_);  // with the node id
   // The job's token for the data plane (net/hello.hpp): in every tcp hello and fabric probe.
@@ -182,6 +184,10 @@ void CommunicatorImpl::wire_up() {
   for (int r = 0; r < size_; ++r)
     base.nodes.push_back(bootstrap::to_string(boot_->get(r, "spark.node")));
   nodes_ = base.nodes;
+  std::vector<std::string> machines;
+  for (int r = 0; r < size_; ++r)
+    machines.push_back(bootstrap::to_string(boot_->get(r, bootstrap::kMachineIdKey)));
+  machine_ranks_ = bootstrap::ranks_sharing_machine(machines, base.nodes, rank_);
   base.token = bootstrap::job_token(*boot_);
 
   // The allreduce crossover (one-shot up to this size, docs/collectives.md) must be the same

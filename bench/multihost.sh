@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-host benchmark on 3 network namespaces (needs root): 3-host launch time and a
 # 1 KiB / 16 MiB float-sum allreduce across the namespaces, sparkrun vs Open MPI, one run.
-#   bench/multihost.sh [-B build-dir] [-r runs] [-i iters]
+#   bench/multihost.sh [-B build-dir] [-r runs] [-i iters] [-s small-iters]
 # The namespaces come from tests/multihost/netns_fixture.sh (removed afterwards). sparkrun
 # uses --launch-agent 'ip netns exec {host}'; Open MPI gets the same agent through a
 # two-line wrapper (its rsh agent passes the remote command as one shell string).
@@ -9,22 +9,25 @@
 # its best per size is the reference. Targets: launch <= 0.3x Open MPI (issue 8); allreduce
 # 1 KiB and 128 KiB <= 1.0x Open MPI's best, 16 MiB ahead of it (issue 17), printed with
 # met / NOT met and the load. Never part of the pass/fail suite.
+# 1 KiB and 128 KiB run -s iterations (default 1000: with 20 a run of a 70 us call lasted
+# 1.4 ms, and one preemption or the wait policy's first calls moved the row), 16 MiB -i.
 # SPARK_SPIN_US, when set, is passed to the ranks (-x) to compare wait settings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build runs=10 iters=50
+build=build runs=10 iters=50 small_iters=1000
 while [ $# -gt 0 ]; do
   case "$1" in
     -B) build=$2; shift 2 ;;
     -r) runs=$2; shift 2 ;;
     -i) iters=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -s) small_iters=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "multihost.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 build=$(realpath "$build")
 if [ -z "${MH_HOSTS:-}" ]; then
-  exec tests/multihost/netns_fixture.sh "$(realpath "$0")" -B "$build" -r "$runs" -i "$iters"
+  exec tests/multihost/netns_fixture.sh "$(realpath "$0")" -B "$build" -r "$runs" -i "$iters" -s "$small_iters"
 fi
 sparkrun=$build/launcher/sparkrun perf=$build/examples/allreduce_perf
 for f in "$sparkrun" "$perf"; do
@@ -41,7 +44,8 @@ chmod +x "$tmp/agent"
 mpicc.openmpi -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
 sr=("$sparkrun" --launch-agent "$MH_AGENT" --control-net "$MH_NET" -n 3 --host "$MH_HOSTS")
 mr=(mpirun.openmpi -n 3 --host "$MH_HOSTS" --mca plm_rsh_agent "$tmp/agent"
-    --mca oob_tcp_if_include "$MH_NET" --mca btl_tcp_if_include "$MH_NET" --mca btl self,tcp)
+    --mca oob_tcp_if_include "$MH_NET" --mca btl_tcp_if_include "$MH_NET" --mca btl self,tcp
+    --mca routed direct)  # its default routing tree failed now and then ("does not know how to route")
 
 echo "== 3-host launch (/bin/true on each of 3 namespaces), hyperfine, $runs runs"
 hyperfine -N -i --warmup 2 --runs "$runs" --export-json "$tmp/launch.json" \
@@ -53,13 +57,16 @@ print(f"sparkrun {r['sparkrun']:.1f} ms   mpirun {r['mpirun']:.1f} ms   ratio {r
 PY
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "== allreduce across 3 namespaces over tcp (float sum, $iters iters, median of 3 runs)"
+echo "== allreduce across 3 namespaces over tcp (float sum, $small_iters iters up to 128 KiB, $iters at 16 MiB, median of 3 runs)"
 for k in 1 2 3; do
-  "${sr[@]}" -x SPARK_TRANSPORT=tcp ${SPARK_SPIN_US:+-x SPARK_SPIN_US} "$perf" --csv -b 1024 -e 16777216 -f 128 -n "$iters" -w 5 -c 0 |
-    awk -F, 'NR > 1 && $1 == "allreduce" { print $4 "," $9 "," $10 }' >"$tmp/spark.$k"
-  "${mr[@]}" "$tmp/mpi_allreduce" -b 1024 -e 16777216 -f 128 -n "$iters" -w 5 | awk -F, 'NR > 1' >"$tmp/mpi.$k"
-  "${mr[@]}" --mca mpi_yield_when_idle 1 "$tmp/mpi_allreduce" -b 1024 -e 16777216 -f 128 -n "$iters" -w 5 |
-    awk -F, 'NR > 1' >"$tmp/mpiy.$k"
+  for range in "1024 131072 $small_iters" "16777216 16777216 $iters"; do
+    read -r b e n <<<"$range"
+    "${sr[@]}" -x SPARK_TRANSPORT=tcp ${SPARK_SPIN_US:+-x SPARK_SPIN_US} "$perf" --csv -b "$b" -e "$e" -f 128 -n "$n" -w 5 -c 0 |
+      awk -F, 'NR > 1 && $1 == "allreduce" { print $4 "," $9 "," $10 }' >>"$tmp/spark.$k"
+    "${mr[@]}" "$tmp/mpi_allreduce" -b "$b" -e "$e" -f 128 -n "$n" -w 5 | awk -F, 'NR > 1' >>"$tmp/mpi.$k"
+    "${mr[@]}" --mca mpi_yield_when_idle 1 "$tmp/mpi_allreduce" -b "$b" -e "$e" -f 128 -n "$n" -w 5 |
+      awk -F, 'NR > 1' >>"$tmp/mpiy.$k"
+  done
 done
 python3 - "$tmp" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import glob, statistics, sys

@@ -264,22 +264,30 @@ TEST(Determinism, FixedRankOrderForF32AndBf16) {
 }
 
 // The one-shot / two-phase crossover: measured per rank count and reach (docs/collectives.md),
-// the same on every rank; across it the results stay the rank-ordered fold on every rank.
+// the same on every rank; exactly the calls at or below it go one-shot (one_shot_calls), and
+// across it the results stay the rank-ordered fold on every rank.
 TEST(Crossover, ByRanksAndReach) {
   EXPECT_EQ(CommunicatorImpl::one_shot_crossover(false, 2), 64u * 1024);
   EXPECT_EQ(CommunicatorImpl::one_shot_crossover(false, 3), 16u * 1024);
   EXPECT_EQ(CommunicatorImpl::one_shot_crossover(false, 4), 16u * 1024);
   EXPECT_EQ(CommunicatorImpl::one_shot_crossover(true, 2), 256u * 1024);
   EXPECT_EQ(CommunicatorImpl::one_shot_crossover(true, 3), 32u * 1024);
-  for (int size : {2, 3}) {
+  struct Case {
+    const char* transport;
+    int size;
+  };
+  for (const Case c : {Case{"shm", 2}, Case{"shm", 3}, Case{"tcp", 2}}) {
+    const char* transport = c.transport;
+    const int size = c.size;
     RankSpec spec;
     spec.size = size;
-    spec.transport = "shm";
-    auto codes = run_ranks(spec, [size](CommunicatorImpl& comm, int) {
+    spec.transport = transport;
+    const bool network = std::string(transport) == "tcp";
+    auto codes = run_ranks(spec, [size, network, transport](CommunicatorImpl& comm, int) {
       int errors = 0;
       const std::size_t max = comm.one_shot_max_bytes();
-      RANK_CHECK(max == CommunicatorImpl::one_shot_crossover(false, size),
-                 "%d ranks over shm: one-shot up to %zu B", size, max);
+      RANK_CHECK(max == CommunicatorImpl::one_shot_crossover(network, size),
+                 "%d ranks over %s: one-shot up to %zu B", size, transport, max);
       int salt = 1000;
       for (std::size_t bytes : {max - 4, max, max + 4}) {
         const std::size_t count = bytes / sizeof(float);
@@ -287,13 +295,18 @@ TEST(Crossover, ByRanksAndReach) {
         auto in = gen(DType::f32, comm.rank(), salt, count, ReduceOp::sum);
         auto expect = reference(DType::f32, ReduceOp::sum, size, salt, count);
         std::vector<std::byte> out(in.size());
+        const std::uint64_t before = comm.one_shot_calls();
         comm.allreduce(in.data(), out.data(), count, DType::f32, ReduceOp::sum);
-        RANK_CHECK(out == expect, "%d ranks: allreduce of %zu B gave wrong numbers", size, bytes);
+        const std::uint64_t one_shot = comm.one_shot_calls() - before, want = bytes <= max;
+        RANK_CHECK(one_shot == want, "%d ranks over %s: allreduce of %zu B (crossover %zu): %s",
+                   size, transport, bytes, max, want ? "not one-shot" : "one-shot");
+        RANK_CHECK(out == expect, "%d ranks over %s: allreduce of %zu B gave wrong numbers", size,
+                   transport, bytes);
       }
       return errors == 0 ? 0 : 1;
     });
     for (std::size_t r = 0; r < codes.size(); ++r)
-      EXPECT_EQ(codes[r], 0) << size << " ranks, rank " << r;
+      EXPECT_EQ(codes[r], 0) << size << " ranks over " << transport << ", rank " << r;
   }
 }
 

@@ -58,9 +58,10 @@ void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count
   const std::size_t bytes = count * dtype_size(dtype);
   const bool one_shot = algo_ == AllreduceAlgo::one_shot ||
                         (algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_);
-  if (one_shot)
+  if (one_shot) {
+    ++one_shot_calls_;
     allreduce_one_shot(in, out, count, dtype, op);
-  else if (!(use_single_copy(bytes) && allreduce_single_copy(in, out, count, dtype, op, true)))
+  } else if (!(use_single_copy(bytes) && allreduce_single_copy(in, out, count, dtype, op, true)))
     allreduce_two_phase(in, out, count, dtype, op, true);
 }
 

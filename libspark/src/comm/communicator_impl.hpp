@@ -127,6 +127,8 @@ class CommunicatorImpl {
   /// Allreduces and reduce_scatters of this communicator that took the single-copy path (the
   /// others fell back or were not eligible); for tests and measurements.
   std::uint64_t single_copy_calls() const noexcept { return single_copy_calls_; }
+  /// Allreduces of this communicator that took the one-shot path; for tests and measurements.
+  std::uint64_t one_shot_calls() const noexcept { return one_shot_calls_; }
   /// This rank may read and write every peer's memory (cross-memory attach, tested when the
   /// shm transport attached): its part of the single-copy agreement (coll/collectives.cpp).
   bool reaches_every_peer_memory() const noexcept;
@@ -284,6 +286,7 @@ class CommunicatorImpl {
   /// are known (end of wire_up; a sub-communicator from its members' transports, split.cpp).
   bool all_peers_shm_ = false;
   std::uint64_t single_copy_calls_ = 0;
+  std::uint64_t one_shot_calls_ = 0;
   std::vector<std::byte> stage_;  ///< the world's: peers' pieces read for the single-copy fold
   /// Rank ring over direct links when the fabric map is not fully connected (docs/fabric.md);
   /// empty otherwise. Identical on every rank. Set at wire-up; used by coll/ring.cpp.

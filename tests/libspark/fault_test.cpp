@@ -4,6 +4,7 @@
 // different collectives get a mismatch error instead of a hang or wrong data.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <unistd.h>
 
@@ -522,9 +523,8 @@ TEST(FaultSingleCopy, PeerStoppedMidCopyTimesOut) {
         std::thread watcher;
         if (rank == 2) watcher = raise_when_written(out[out.size() / 3], SIGSTOP);
         // Every rank in the call together: the 300 ms must time the stop, not the ranks' start
-        // (under tsan, filling the 48 MiB of buffers skewed them past the timeout, and a rank
-        // that times out in the address exchange leaves its buffers to peers that already
-        // have its addresses: they failed with "Bad address" naming it, not rank 2).
+        // (under tsan, filling the 48 MiB of buffers skewed them past the timeout: a rank
+        // timed out in the address exchange, and its peers' records named it, not rank 2).
         comm.barrier();
         const auto t0 = Clock::now();
         try {
@@ -545,6 +545,117 @@ TEST(FaultSingleCopy, PeerStoppedMidCopyTimesOut) {
       std::chrono::seconds(40));
   if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
   expect_survivors_passed(codes);
+}
+
+// Whether process `pid` (not a child: a peer rank) has exited, a zombie or reaped, within
+// `within`.
+bool exits_within(pid_t pid, std::chrono::milliseconds within) {
+  const std::string stat = "/proc/" + std::to_string(pid) + "/stat";
+  const auto until = Clock::now() + within;
+  for (;;) {
+    std::FILE* f = std::fopen(stat.c_str(), "r");
+    if (f == nullptr) return true;
+    char line[512] = {};
+    const bool read = std::fgets(line, sizeof line, f) != nullptr;
+    std::fclose(f);
+    const char* state = read ? std::strrchr(line, ')') : nullptr;  // "pid (comm) S ..."
+    if (state != nullptr && state[1] == ' ' && state[2] == 'Z') return true;
+    if (Clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// A rank that fails in the address exchange itself tells its peers that it left: rank 1 stops
+// before it sends its addresses, so rank 0 times out in the exchange, having sent its own;
+// then rank 0 resumes rank 1, which now has every address. Rank 1 must fail at once naming
+// rank 0 as having left, touching none of its memory. Twice: rank 0 unmaps its buffers
+// before it resumes rank 1 (the caller may free them once the call threw; without the notice
+// rank 1 copied from them and failed with "Bad address" naming rank 0), or keeps them, its
+// output filled with a mark that rank 1 must not overwrite. Rank 0 stays alive until rank 1
+// has exited (a dead rank 0 would give ESRCH, a record that is right without the notice).
+// Bounded: rank 1 fails within milliseconds of resuming, rank 0 waits for that at most 10 s.
+TEST(FaultSingleCopy, RankThatFailsInTheExchangeTellsItsPeers) {
+  for (const bool unmap : {true, false}) {
+    SCOPED_TRACE(unmap ? "rank 0 unmaps its buffers" : "rank 0 keeps its buffers");
+    RankSpec spec;
+    spec.size = 2;
+    spec.transport = "shm";
+    spec.timeout_ms = 300;
+    spec.quick_exit = true;
+    auto codes = run_ranks(
+        spec,
+        [unmap](CommunicatorImpl& comm, int rank) {
+          int errors = 0;
+          if (!every_rank(comm, comm.reaches_every_peer_memory())) return kRankSkip;
+          comm.set_allreduce_algo(AllreduceAlgo::single_copy);  // even on uncontended CPUs
+          std::int64_t pids[2] = {0, 0};
+          const std::int64_t me = ::getpid();
+          comm.allgather(&me, pids, 1, DType::i64);
+          const std::size_t count = 256 * 1024, bytes = count * sizeof(float);
+          constexpr float kMark = -7.0f;
+          // Mapped, not allocated: gone at once when unmapped (an allocator may keep freed
+          // memory, and then the copy would succeed).
+          auto map = [bytes] {
+            void* p =
+                ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            return p == MAP_FAILED ? nullptr : static_cast<float*>(p);
+          };
+          float* in = map();
+          float* out = map();
+          RANK_CHECK(in != nullptr && out != nullptr, "mmap of %zu B failed", bytes);
+          if (in == nullptr || out == nullptr) return 1;
+          std::fill(in, in + count, 1.0f);
+          std::fill(out, out + count, kMark);
+          comm.barrier();  // every rank in the call together: the 300 ms time rank 1's stop
+          if (rank == 1) ::raise(SIGSTOP);
+          const auto t0 = Clock::now();
+          try {
+            comm.allreduce(in, out, count, DType::f32, ReduceOp::sum);
+            RANK_CHECK(false, "allreduce completed although rank %d failed in it", 1 - rank);
+          } catch (const CommFailure& e) {
+            const FailureRecord r = e.record();
+            const std::string what = e.what();
+            std::fprintf(stderr, "rank %d (after %ld ms): %s\n", rank, ms_since(t0), what.c_str());
+            if (rank == 0) {
+              RANK_CHECK(r.cause == FailureCause::timeout, "cause %d", static_cast<int>(r.cause));
+              RANK_CHECK(r.peer == 1, "peer %d", r.peer);
+            } else {
+              RANK_CHECK(r.cause == FailureCause::peer_error, "cause %d",
+                         static_cast<int>(r.cause));
+              RANK_CHECK(r.peer == 0, "peer %d", r.peer);
+              RANK_CHECK(what.find("left") != std::string::npos,
+                         "the record does not say rank 0 left");
+              RANK_CHECK(what.find("Bad address") == std::string::npos,
+                         "rank 1 copied from rank 0's buffers after rank 0 left");
+              const long bound = emulated() ? 5000 : 1000;  // no wait: the notice is there
+              RANK_CHECK(ms_since(t0) < bound, "failed after %ld ms (%ld)", ms_since(t0), bound);
+            }
+          }
+          if (rank == 0 && unmap) {
+            ::munmap(in, bytes);
+            ::munmap(out, bytes);
+          }
+          if (rank == 0) {
+            ::kill(static_cast<pid_t>(pids[1]), SIGCONT);
+            RANK_CHECK(exits_within(static_cast<pid_t>(pids[1]), std::chrono::seconds(10)),
+                       "rank 1 did not exit within 10 s of being resumed");
+          }
+          if (rank == 0 && !unmap) {
+            const auto written = static_cast<std::size_t>(
+                std::count_if(out, out + count, [](float v) { return v != kMark; }));
+            RANK_CHECK(written == 0, "rank 1 wrote %zu elements of rank 0's output after it left",
+                       written);
+          }
+          if (rank == 1 || !unmap) {
+            ::munmap(in, bytes);
+            ::munmap(out, bytes);
+          }
+          return errors == 0 ? 0 : 1;
+        },
+        std::chrono::seconds(30));
+    if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
+    for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  }
 }
 
 }  // namespace

@@ -5,12 +5,13 @@
 // of chunk r reads chunk r of every peer's input (into a cached piece), folds the n inputs in
 // rank order into its own output and writes the result into every peer's output: each region of
 // each buffer is touched by its chunk's owner alone, so in place is safe. Step 1: a message to
-// every peer says "done with your buffers" and whether this rank's chunk is complete; a rank
-// returns once every peer said so (or, when it fails, once every live peer but the one it
-// blames has stopped touching its buffers). Two exchanges per call, none per piece: a peer
-// that is not scheduled does not hold the others up until the end (the two-phase path hands
-// every piece over, and on a loaded machine each hand-off can cost a time slice); each byte is
-// copied once in each direction instead of twice. docs/collectives.md, "Algorithms".
+// every peer says "done with your buffers, my chunk is complete"; a rank returns once every peer
+// said so. A rank that fails anywhere in the call, the address exchange included, sends a "left"
+// notice instead and returns once every live peer but the one it blames has stopped touching its
+// buffers. Two exchanges per call, none per piece: a peer that is not scheduled does not hold the
+// others up until the end (the two-phase path hands every piece over, and on a loaded machine each
+// hand-off can cost a time slice); each byte is copied once in each direction instead of twice.
+// docs/collectives.md, "Algorithms".
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -30,12 +31,6 @@ using coll::block;
 using coll::peer_at;
 using coll::Range;
 
-namespace {
-// Step 1 says whether the sender folded and wrote its chunk (1) or failed in the call and
-// stopped touching its peers' buffers, its chunk unfinished (0).
-constexpr std::uint32_t kDone = 1, kLeft = 0;
-}  // namespace
-
 bool CommunicatorImpl::reaches_every_peer_memory() const noexcept {
   for (int p = 0; p < size_; ++p)
     if (p != rank_ && !by_peer_[static_cast<std::size_t>(p)]->can_access_peer(world_rank(p)))
@@ -52,10 +47,14 @@ bool CommunicatorImpl::use_single_copy(std::size_t bytes) const noexcept {
 bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count,
                                              DType dtype, ReduceOp op, bool gather) {
   std::vector<CopyBuffers> theirs;
-  if (!exchange_copy_buffers(in, out, count * dtype_size(dtype), theirs)) return false;
-  ++single_copy_calls_;
   SingleCopyState state(static_cast<std::size_t>(size_));
+  // From the first address sent, a peer may copy from and into these buffers: a failure in
+  // the exchange itself is handed off like one in the copy (else the peers that have the
+  // addresses copy from buffers the caller may already have freed, and fail with "Bad
+  // address" naming this rank instead of the cause).
   try {
+    if (!exchange_copy_buffers(in, out, count * dtype_size(dtype), theirs, state)) return false;
+    ++single_copy_calls_;
     fold_own_chunk(in, out, count, dtype, op, gather, theirs);
     finish_single_copy(state);
   } catch (const CommFailure& e) {
@@ -81,7 +80,8 @@ bool CommunicatorImpl::wants_single_copy(std::size_t bytes) const noexcept {
 }
 
 bool CommunicatorImpl::exchange_copy_buffers(const std::byte* in, const std::byte* out,
-                                             std::size_t bytes, std::vector<CopyBuffers>& theirs) {
+                                             std::size_t bytes, std::vector<CopyBuffers>& theirs,
+                                             SingleCopyState& state) {
   const std::uint64_t desc_count = op_.call.count;
   bool ok = reaches_every_peer_memory();
   bool wanted = wants_single_copy(bytes);
@@ -95,9 +95,14 @@ bool CommunicatorImpl::exchange_copy_buffers(const std::byte* in, const std::byt
     transport::RecvView v = take(p, 0, 0, sizeof mine, desc_count);
     std::memcpy(&theirs[static_cast<std::size_t>(p)], v.data, sizeof mine);
     give_back(p);
+    state.answered[static_cast<std::size_t>(p)] = 1;
     if (theirs[static_cast<std::size_t>(p)].reaches_all == 0) ok = false;
     if (theirs[static_cast<std::size_t>(p)].wanted != 0) wanted = true;
   }
+  // A peer that failed in the exchange sent its addresses, then its notice, and may have freed
+  // its buffers since: touch none of them.
+  for (int i = 1; i < size_; ++i)
+    if (const int p = peer_at(rank_, size_, i); peer_left(p)) fail_left(p, 0);
   // Every rank saw every answer: all agree. One rank with contended CPUs is enough (its peers
   // would wait for it at every piece of the two-phase path).
   return ok && wanted;
@@ -148,9 +153,12 @@ void CommunicatorImpl::copy_peer(int p, void* local, std::uint64_t remote, std::
   int blame = p;
   FailureCause cause = err == ESRCH ? FailureCause::peer_closed : FailureCause::peer_error;
   // A live peer whose buffer is gone (EFAULT) left the call early: it failed, most often
-  // because another peer died. Name the dead peer then, as that peer's own record does. The
-  // peer that left may have seen the death first (its copy failed once the dead process's
-  // memory was gone, before the exit is complete and the pidfd says so): look for 20 ms.
+  // because another peer died. It sent its notice before it returned, so before the buffer
+  // went: fail_left names it as having left, or the dead peer. Without a notice, the dead
+  // peer too, as that peer's own record does; the peer that left may have seen the death
+  // first (its copy failed once the dead process's memory was gone, before the exit is
+  // complete and the pidfd says so): look for 20 ms.
+  if (err != ESRCH && peer_left(p)) fail_left(p, 0);
   if (err != ESRCH)
     if (const int q = exited_peer(p, std::chrono::milliseconds(20)); q >= 0) {
       detail = "process of rank " + std::to_string(world_rank(q)) + " exited; then " + detail;
@@ -180,39 +188,28 @@ void CommunicatorImpl::finish_single_copy(SingleCopyState& state) {
   const std::uint64_t desc_count = op_.call.count;
   for (int i = 1; i < size_; ++i) {
     const int p = peer_at(rank_, size_, i);
-    post(p, 1, 0, &kDone, sizeof kDone, desc_count);
+    post(p, 1, 0, nullptr, 0, desc_count);
     state.told[static_cast<std::size_t>(p)] = 1;
   }
+  // A peer's "left" notice in place of its step 1 fails the take (fail_left).
   for (int i = 1; i < size_; ++i) {
     const int p = peer_at(rank_, size_, i);
-    std::uint32_t status = kLeft;
-    std::memcpy(&status, take(p, 1, 0, sizeof status, desc_count).data, sizeof status);
+    take(p, 1, 0, 0, desc_count);
     give_back(p);
     state.heard[static_cast<std::size_t>(p)] = 1;
-    if (status == kDone) continue;
-    std::string detail = "rank " + std::to_string(world_rank(p)) +
-                         " failed in this call and left its part of the result unfinished";
-    int blame = p;
-    FailureCause cause = FailureCause::peer_error;
-    if (const int q = exited_peer(p, std::chrono::milliseconds(20)); q >= 0) {
-      detail = "process of rank " + std::to_string(world_rank(q)) + " exited; then " + detail;
-      blame = q;
-      cause = FailureCause::peer_closed;
-    }
-    fail(cause, blame,
-         by_peer_[static_cast<std::size_t>(p)]->lane_name(world_rank(p), transport::WaitKind::data),
-         1, 0, timeout_ms_.load(std::memory_order_relaxed), detail);
   }
   drain();
 }
 
 // Peers may still be reading this rank's input and writing into its output: tell them it left
-// (they fail instead of waiting for its chunk), and return only once every other live peer has
-// sent its step 1 too (done with these buffers) or exited, bounded by min(timeout, 1 s): the
-// caller may reuse the buffers as soon as the call throws. The peer the record names is not
-// waited for (dead, or stopped past the timeout): a peer stopped mid-copy may still write when
-// it resumes (docs/collectives.md, "Single copy and dead peers").
-void CommunicatorImpl::leave_single_copy(int blamed, const SingleCopyState& state) {
+// (they fail instead of waiting for its chunk, or before they copy), and return only once
+// every other live peer has sent a message after its step 0 (its step 1, its own notice, or
+// the two-phase fallback's first piece: done with these buffers, or never touching them) or
+// exited, bounded by min(timeout, 1 s): the caller may reuse the buffers as soon as the call
+// throws. The peer the record names is not waited for (dead, or stopped past the timeout): a
+// peer stopped mid-copy may still write when it resumes (docs/collectives.md, "Single copy
+// and dead peers").
+void CommunicatorImpl::leave_single_copy(int blamed, SingleCopyState& state) {
   const std::uint64_t desc_count = op_.call.count;
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min<std::uint32_t>(
@@ -221,17 +218,26 @@ void CommunicatorImpl::leave_single_copy(int blamed, const SingleCopyState& stat
     const int p = peer_at(rank_, size_, i);
     transport::Transport& t = *by_peer_[static_cast<std::size_t>(p)];
     if (!state.told[static_cast<std::size_t>(p)] && t.can_send(world_rank(p)))
-      t.send(world_rank(p), header(1, 0, sizeof kLeft, desc_count), &kLeft);
+      t.send(world_rank(p), header(kLeftStep, 0, 0, desc_count), nullptr);
   }
   for (int i = 1; i < size_; ++i) {
     const int p = peer_at(rank_, size_, i);
-    transport::Transport& t = *by_peer_[static_cast<std::size_t>(p)];
+    const auto up = static_cast<std::size_t>(p);
+    transport::Transport& t = *by_peer_[up];
     const int wp = world_rank(p);
     if (wp == blamed) continue;
-    while (!state.heard[static_cast<std::size_t>(p)] && t.peek(wp).header == nullptr &&
-           t.peer_state(wp, nullptr) == transport::PeerState::ok &&
-           std::chrono::steady_clock::now() < until)
+    while (!state.heard[up] && t.peer_state(wp, nullptr) == transport::PeerState::ok &&
+           std::chrono::steady_clock::now() < until) {
+      if (const transport::MsgHeader* h = t.peek(wp).header) {
+        // Its step 0, not taken (this rank failed in the exchange): it may be copying behind
+        // it; the message after it says when it is done.
+        if (state.answered[up] || h->seq != (op_.seq | tag_) || h->step != 0) break;
+        t.release(wp);
+        state.answered[up] = 1;
+        continue;
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
   }
 }
 

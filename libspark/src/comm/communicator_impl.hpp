@@ -158,8 +158,18 @@ class CommunicatorImpl {
   transport::MsgHeader header(std::uint32_t step, std::uint32_t piece, std::size_t bytes,
                               std::uint64_t count_for_peer) const noexcept;
   /// Waits for the next message from `peer` and checks that it belongs to this op/step/piece.
+  /// A "left" notice (kLeftStep) there fails the call naming its sender (fail_left).
   transport::RecvView take(int peer, std::uint32_t step, std::uint32_t piece, std::size_t bytes,
                            std::uint64_t count_expected);
+  /// The step of a "left" notice: its sender failed in the current call and stopped touching
+  /// its peers' buffers (a failed single copy sends it, coll/single_copy.cpp). Whichever
+  /// receive of the call finds it, the single copy's or a two-phase fallback's, fails.
+  static constexpr std::uint32_t kLeftStep = ~std::uint32_t{0};
+  /// Whether the next message from `peer` is its "left" notice of the current call.
+  bool peer_left(int peer);
+  /// Fails naming `peer`, which left the current call, or the peer whose exit made it leave
+  /// when one has exited (looked for 20 ms): a rank that left most often saw a death first.
+  [[noreturn]] void fail_left(int peer, std::uint32_t step);
   void give_back(int peer) { by_peer_[static_cast<std::size_t>(peer)]->release(world_rank(peer)); }
   /// Waits until every send of this op has left the process.
   void drain();
@@ -205,15 +215,17 @@ class CommunicatorImpl {
   /// are contended.
   bool wants_single_copy(std::size_t bytes) const noexcept;
   static constexpr std::size_t kTwoPhaseWhenIdleMin = 4 << 20;
-  /// Which peers this rank told (step 1 sent) and heard from in the current call.
+  /// Which peers' step 0 this rank took (answered), which it told "done" (step 1 sent) and
+  /// heard "done" from, in the current call.
   struct SingleCopyState {
-    explicit SingleCopyState(std::size_t n) : told(n, 0), heard(n, 0) {}
-    std::vector<char> told, heard;
+    explicit SingleCopyState(std::size_t n) : answered(n, 0), told(n, 0), heard(n, 0) {}
+    std::vector<char> answered, told, heard;
   };
   /// Step 0 with every peer; false (all agree) when some rank cannot reach some peer, or no
-  /// rank wants the single copy: the caller then runs the two-phase path.
+  /// rank wants the single copy: the caller then runs the two-phase path. Fails when a peer
+  /// has already left the call (its notice follows its step 0).
   bool exchange_copy_buffers(const std::byte* in, const std::byte* out, std::size_t bytes,
-                             std::vector<CopyBuffers>& theirs);
+                             std::vector<CopyBuffers>& theirs, SingleCopyState& state);
   /// Reads this rank's chunk of every peer's input, folds it in rank order and (gather) writes
   /// the result into every peer's output.
   void fold_own_chunk(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
@@ -223,12 +235,13 @@ class CommunicatorImpl {
   /// A peer other than `except` whose process has exited, looked for until `within` has
   /// passed (1 ms sleeps); -1: none.
   int exited_peer(int except, std::chrono::milliseconds within);
-  /// Step 1: "done with your buffers" to every peer, then every peer's status.
+  /// Step 1: "done with your buffers" to every peer, then every peer's.
   void finish_single_copy(SingleCopyState& state);
-  /// The failure hand-off: peers not told yet hear "left"; waits until the live peers but
-  /// `blamed` (the world rank the record names) are done with this rank's buffers (bounded),
-  /// so the caller may reuse them once it throws.
-  void leave_single_copy(int blamed, const SingleCopyState& state);
+  /// The failure hand-off, wherever the call failed (the exchange included): peers not told
+  /// yet get the "left" notice; waits until the live peers but `blamed` (the world rank the
+  /// record names) are done with this rank's buffers (bounded), so the caller may reuse them
+  /// once it throws.
+  void leave_single_copy(int blamed, SingleCopyState& state);
   // ring algorithms over ring_ (coll/ring.cpp): pure data movement, so results stay bitwise
   // the same as the direct algorithms'
   bool use_ring(std::size_t bytes) const noexcept;

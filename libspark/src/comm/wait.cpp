@@ -309,6 +309,7 @@ transport::RecvView CommunicatorImpl::take(int peer, std::uint32_t step, std::ui
              " called " + describe(mine) + " at seq " + std::to_string(op_.seq));
   }
   if (h.step != step || h.piece != piece || h.bytes != bytes) {
+    if (h.step == kLeftStep) fail_left(peer, step);
     fail(FailureCause::mismatch, peer, t.lane_name(wp, WaitKind::data), step, 0,
          timeout_ms_.load(std::memory_order_relaxed),
          "protocol mismatch: got step " + std::to_string(h.step) + " piece " +
@@ -317,6 +318,26 @@ transport::RecvView CommunicatorImpl::take(int peer, std::uint32_t step, std::ui
              std::to_string(bytes) + " B); do all ranks use the same settings?");
   }
   return v;
+}
+
+bool CommunicatorImpl::peer_left(int peer) {
+  const transport::RecvView v = by_peer_[static_cast<std::size_t>(peer)]->peek(world_rank(peer));
+  return v.header != nullptr && v.header->step == kLeftStep && v.header->seq == (op_.seq | tag_);
+}
+
+void CommunicatorImpl::fail_left(int peer, std::uint32_t step) {
+  const int wp = world_rank(peer);
+  std::string detail =
+      "rank " + std::to_string(wp) + " failed in this call and left it (its own record says why)";
+  int blame = peer;
+  FailureCause cause = FailureCause::peer_error;
+  if (const int q = exited_peer(peer, std::chrono::milliseconds(20)); q >= 0) {
+    detail = "process of rank " + std::to_string(world_rank(q)) + " exited; then " + detail;
+    blame = q;
+    cause = FailureCause::peer_closed;
+  }
+  fail(cause, blame, by_peer_[static_cast<std::size_t>(peer)]->lane_name(wp, WaitKind::data), step,
+       0, timeout_ms_.load(std::memory_order_relaxed), detail);
 }
 
 void CommunicatorImpl::drain() {

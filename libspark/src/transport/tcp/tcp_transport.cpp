@@ -658,22 +658,10 @@ void TcpTransport::release(int q) {
 }
 
 void TcpTransport::progress() {
-  // With several connections one ppoll says which have bytes: a recv on an empty socket locks
-  // it, and a poll round of a 3-rank job read every socket for nothing (3 netns hosts, 1 KiB:
-  // recv was a fifth of the ranks' CPU, mostly finding nothing). Bytes still buffered from an
-  // earlier recv (rx_pos < rx_end) are read whatever the socket says.
-  bool polled = false;
-  if (all_.size() >= 2) {
-    readable_.resize(all_.size());
-    for (std::size_t i = 0; i < all_.size(); ++i) readable_[i] = {all_[i]->fd, POLLIN, 0};
-    timespec now{0, 0};
-    polled = ::ppoll(readable_.data(), readable_.size(), &now, nullptr) >= 0;
-  }
-  for (std::size_t i = 0; i < all_.size(); ++i) {
-    Conn* c = all_[i];
+  for (Conn* c : all_) {
     owe_credits(*c, false);
     if (!c->queue.empty()) flush(*c);
-    if (!polled || readable_[i].revents != 0 || c->rx_pos != c->rx_end) read_some(*c);
+    read_some(*c);
   }
 }
 

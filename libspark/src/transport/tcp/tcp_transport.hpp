@@ -12,8 +12,6 @@
 // byte, hop by hop, so frames and credits are the same as on a direct connection.
 #pragma once
 
-#include <poll.h>
-
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -180,7 +178,6 @@ class TcpTransport final : public Transport {
   std::vector<fabric::Lane> data_lanes_;      ///< SPARK_DATA_NET lanes (empty: not set)
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank
   std::vector<Conn*> all_;
-  std::vector<pollfd> readable_;  ///< progress()'s readiness check, one entry per all_
   TcpRelay::OnFailure on_relay_failure_;
   TcpRelay::TimeoutSource relay_timeout_;
   std::unique_ptr<TcpRelay> relay_;  ///< started when this rank relays for someone

@@ -39,7 +39,10 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-printf '#!/bin/sh\nns=$1; shift\nexec ip netns exec "$ns" sh -c "$*"\n' >"$tmp/agent"
+# Each namespace's orted gets a session directory of its own: they all run on host "vm", and
+# racing for the same one failed a launch now and then ("mkdir ... File exists").
+printf '#!/bin/sh\nns=$1; shift\nmkdir -p %s/$ns\nexec ip netns exec "$ns" env OMPI_MCA_orte_tmpdir_base=%s/$ns sh -c "$*"\n' \
+  "$tmp" "$tmp" >"$tmp/agent"
 chmod +x "$tmp/agent"
 mpicc.openmpi -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
 sr=("$sparkrun" --launch-agent "$MH_AGENT" --control-net "$MH_NET" -n 3 --host "$MH_HOSTS")

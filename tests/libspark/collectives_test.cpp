@@ -394,6 +394,34 @@ TEST(SingleCopy, OneRankThatWantsItTakesEveryRankAlong) {
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
+// The automatic choice where every rank has a CPU (2 ranks here) is the two-phase path, large
+// calls included (measured: coll/single_copy.cpp); asked for on every rank, the same call takes
+// the single copy.
+TEST(SingleCopy, AutomaticWithACpuPerRankIsTwoPhase) {
+  RankSpec spec;
+  spec.size = 2;
+  spec.transport = "shm";
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    int errors = 0;
+    if (!every_rank(comm, comm.reaches_every_peer_memory())) return kRankSkip;
+    const std::size_t count = 2u << 20;  // 8 MiB of f32
+    std::vector<float> v(count);
+    for (AllreduceAlgo algo : {AllreduceAlgo::automatic, AllreduceAlgo::single_copy}) {
+      comm.set_allreduce_algo(algo);
+      for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 97) + rank);
+      comm.allreduce(v.data(), v.data(), count, DType::f32, ReduceOp::sum);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < count; ++i) wrong += v[i] != static_cast<float>(2 * (i % 97) + 1);
+      RANK_CHECK(wrong == 0, "%zu wrong elements", wrong);
+    }
+    RANK_CHECK(comm.single_copy_calls() == 1, "rank %d: %llu single-copy calls, not 1", rank,
+               static_cast<unsigned long long>(comm.single_copy_calls()));
+    return errors == 0 ? 0 : 1;
+  });
+  if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
 // Two "nodes" (SPARK_HOST): ranks 0 and 1 on a, rank 2 on b (tcp). The world has a peer over
 // tcp, so no single copy there; the split of node a's ranks reaches its peer over shm alone and
 // takes the single-copy path.

@@ -58,15 +58,15 @@ void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count
   const std::size_t bytes = count * dtype_size(dtype);
   const bool one_shot = algo_ == AllreduceAlgo::one_shot ||
                         (algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_);
-  if (one_shot) {
-    ++one_shot_calls_;
+  if (one_shot)
     allreduce_one_shot(in, out, count, dtype, op);
-  } else if (!(use_single_copy(bytes) && allreduce_single_copy(in, out, count, dtype, op, true)))
+  else if (!(use_single_copy(bytes) && allreduce_single_copy(in, out, count, dtype, op, true)))
     allreduce_two_phase(in, out, count, dtype, op, true);
 }
 
 void CommunicatorImpl::allreduce_one_shot(const std::byte* in, std::byte* out, std::size_t count,
                                           DType dtype, ReduceOp op) {
+  ++one_shot_calls_;
   const std::size_t es = dtype_size(dtype), pe = piece_ / es;
   // The latency path: no heap allocation per call for the usual rank counts.
   constexpr int kStackRanks = 16;

@@ -53,7 +53,7 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
   // addresses copy from buffers the caller may already have freed, and fail with "Bad
   // address" naming this rank instead of the cause).
   try {
-    if (!exchange_copy_buffers(in, out, count * dtype_size(dtype), theirs, state)) return false;
+    if (!exchange_copy_buffers(in, out, theirs, state)) return false;
     ++single_copy_calls_;
     fold_own_chunk(in, out, count, dtype, op, gather, theirs);
     finish_single_copy(state);
@@ -64,27 +64,33 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
   return true;
 }
 
-// Whether this rank asks for the single copy: always when the algorithm is forced, else when
-// its CPUs are contended (the wait policy prices spinning high: foreign load, or more ranks
-// than CPUs without yielding). On uncontended CPUs the two-phase path is faster: paired on
-// this 2-CPU VM, quiet (load 0.4-0.9, 2 Dec 02:43 UTC), 6 runs each alternating, 16 MiB: 2
-// ranks 2.50 vs 2.13 GB/s, 3 ranks 1.30 vs 1.12; 3 ranks 4 MiB 1.14 vs 0.89 (the kernel's
-// copies and its pinning of every 4 KiB page cost more than the second copy through the slots,
-// which stay in cache). Where peers must be scheduled for every piece the single copy wins
-// (two hand-offs per call instead of one per piece: load 16-19, 0.6-0.9x the time).
-// Below 4 MiB the single copy stays (quiet, 2 ranks, 5 pairs each: 256 KiB 2.76 vs 1.02 GB/s
-// median, 1 MiB 1.14 vs 0.94, 4 MiB 2.66 vs 3.67 two-phase).
-bool CommunicatorImpl::wants_single_copy(std::size_t bytes) const noexcept {
-  return algo_ == AllreduceAlgo::single_copy || bytes < kTwoPhaseWhenIdleMin ||
-         world_->wait_policy_.cpu_price() >= 0.5;
+// Whether this rank asks for the single copy: when the algorithm is forced, or when the
+// machine has more of the job's ranks than CPUs and the waits block (a foreign task keeps the
+// wait policy from yielding: cpu_price() >= 0.5). Then every piece of the two-phase path
+// needs a sleeping peer woken, and the single copy's two hand-offs per call win: torch, 3
+// ranks on the 2 CPUs, 16 MiB, 3 alternating runs (2 Dec 08:20 UTC): 8.3-9.6 ms vs 9.4-13.8 ms
+// (Gloo 24-30 ms). Everywhere else the two-phase path through the slots was faster on this
+// VM (08:00 UTC, us per call, single copy vs two-phase): 2 ranks quiet 256 KiB 53-63 vs 23-33,
+// 1 MiB 189-207 vs 87-106, 4 MiB 764-961 vs 630-824, the same with a 200 us work step; next to
+// two `yes` (contended, not oversubscribed) 256 KiB 85-131 vs 59-81, 1 MiB 336-471 vs 217-280,
+// 16 MiB 12.8-13.9 vs 9.6-11.1 ms; 3 ranks quiet 256 KiB 129-167 vs 88-103: the kernel's copy
+// pins every 4 KiB page of the peer's buffer, while the slots stay in cache. (The previous
+// session's VM measured the single copy ahead below 4 MiB, 256 KiB 2.76 vs 1.02 GB/s: the
+// choice depends on the machine; choosing from what it measures is left to do.) The exchange
+// that asks costs ~4 us (29 vs 33 us at 256 KiB), so it is held only from 4 MiB
+// (single_copy_min_).
+bool CommunicatorImpl::wants_single_copy() const noexcept {
+  const WaitPolicy& policy = world_->wait_policy_;
+  return algo_ == AllreduceAlgo::single_copy ||
+         (policy.oversubscribed() && policy.cpu_price() >= 0.5);
 }
 
 bool CommunicatorImpl::exchange_copy_buffers(const std::byte* in, const std::byte* out,
-                                             std::size_t bytes, std::vector<CopyBuffers>& theirs,
+                                             std::vector<CopyBuffers>& theirs,
                                              SingleCopyState& state) {
   const std::uint64_t desc_count = op_.call.count;
   bool ok = reaches_every_peer_memory();
-  bool wanted = wants_single_copy(bytes);
+  bool wanted = wants_single_copy();
   const CopyBuffers mine{reinterpret_cast<std::uintptr_t>(in),
                          reinterpret_cast<std::uintptr_t>(out), ok ? 1u : 0u, wanted ? 1u : 0u};
   theirs.assign(static_cast<std::size_t>(size_), CopyBuffers{});
@@ -103,7 +109,7 @@ bool CommunicatorImpl::exchange_copy_buffers(const std::byte* in, const std::byt
   // its buffers since: touch none of them.
   for (int i = 1; i < size_; ++i)
     if (const int p = peer_at(rank_, size_, i); peer_left(p)) fail_left(p, 0);
-  // Every rank saw every answer: all agree. One rank with contended CPUs is enough (its peers
+  // Every rank saw every answer: all agree. One rank whose waits block is enough (its peers
   // would wait for it at every piece of the two-phase path).
   return ok && wanted;
 }

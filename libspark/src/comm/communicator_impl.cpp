@@ -17,7 +17,9 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
   if (!options_.spin_auto) {
     wait.fixed_spin = std::chrono::microseconds(options_.spin_us);
   } else if (size_ > 1) {
-    wait.oversubscribed = cpuset_oversubscribed(machine_ranks_);
+    // The machine's ranks against its CPUs; the node's against this rank's cpuset (containers
+    // of one kernel may each have CPUs of their own).
+    wait.oversubscribed = machine_ranks_ > online_cpus() || cpuset_oversubscribed(local_size_);
     wait.local_ranks = machine_ranks_;
     wait.cpus = online_cpus();
     wait.wake_cost = measure_wake_cost();

@@ -211,10 +211,9 @@ class CommunicatorImpl {
     std::uint32_t reaches_all;  ///< this rank reaches every peer's memory
     std::uint32_t wanted;       ///< this rank asks for the single copy (wants_single_copy)
   };
-  /// Forced (AllreduceAlgo::single_copy), below kTwoPhaseWhenIdleMin, or this rank's CPUs
-  /// are contended.
-  bool wants_single_copy(std::size_t bytes) const noexcept;
-  static constexpr std::size_t kTwoPhaseWhenIdleMin = 4 << 20;
+  /// Forced (AllreduceAlgo::single_copy), or this rank's hand-offs cost sleeps: the machine
+  /// has more of the job's ranks than CPUs and its waits block (WaitPolicy::cpu_price()).
+  bool wants_single_copy() const noexcept;
   /// Which peers' step 0 this rank took (answered), which it told "done" (step 1 sent) and
   /// heard "done" from, in the current call.
   struct SingleCopyState {
@@ -224,7 +223,7 @@ class CommunicatorImpl {
   /// Step 0 with every peer; false (all agree) when some rank cannot reach some peer, or no
   /// rank wants the single copy: the caller then runs the two-phase path. Fails when a peer
   /// has already left the call (its notice follows its step 0).
-  bool exchange_copy_buffers(const std::byte* in, const std::byte* out, std::size_t bytes,
+  bool exchange_copy_buffers(const std::byte* in, const std::byte* out,
                              std::vector<CopyBuffers>& theirs, SingleCopyState& state);
   /// Reads this rank's chunk of every peer's input, folds it in rank order and (gather) writes
   /// the result into every peer's output.
@@ -279,8 +278,9 @@ class CommunicatorImpl {
   CommOptions options_;
   std::unique_ptr<Trace> trace_;  ///< written when destroyed (after the transports)
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
-  /// The job's ranks on this rank's machine (bootstrap::ranks_sharing_machine): with the
-  /// node's, those of other "hosts" on the same kernel (network namespaces, containers).
+  /// The world's ranks on this rank's machine (bootstrap::ranks_sharing_machine): with the
+  /// node's, those of other "hosts" on the same kernel (network namespaces, containers). Set
+  /// for the world only (its wait policy serves every communicator).
   int machine_ranks_ = 1;
   std::string node_id_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
@@ -292,9 +292,9 @@ class CommunicatorImpl {
   Op op_;
   AllreduceAlgo algo_ = AllreduceAlgo::automatic;
   std::size_t one_shot_max_ = 16 * 1024;  ///< set at wire-up from the measured crossover
-  /// From here up, ranks that all share one node use the single-copy allreduce (measured,
-  /// docs/collectives.md).
-  std::size_t single_copy_min_ = 256 * 1024;
+  /// From here up, ranks that all share one node ask each other whether to take the
+  /// single-copy allreduce (coll/single_copy.cpp, wants_single_copy).
+  std::size_t single_copy_min_ = 4 << 20;
   /// Every peer of this communicator is reached over shm (one node): set once its transports
   /// are known (end of wire_up; a sub-communicator from its members' transports, split.cpp).
   bool all_peers_shm_ = false;

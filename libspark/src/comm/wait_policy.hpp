@@ -44,7 +44,7 @@ struct WaitSettings {
   std::chrono::nanoseconds max_spin = std::chrono::microseconds(200);  ///< CPU cap per wait
   bool oversubscribed = false;  ///< more ranks than CPUs in this rank's cpuset
   int local_ranks = 1;  ///< this job's ranks on the machine's CPUs (other namespaces' included)
-  int cpus = 1;         ///< the node's online CPUs (what /proc/loadavg counts over)
+  int cpus = 1;         ///< the machine's online CPUs (what /proc/loadavg counts over)
 };
 
 class WaitPolicy {
@@ -81,6 +81,8 @@ class WaitPolicy {
   /// Whether waits poll with sched_yield() (the node is oversubscribed by this job's ranks
   /// alone) rather than with a pause instruction.
   bool yields() const noexcept { return yielding_; }
+  /// More of the job's ranks than CPUs on this machine (Settings::oversubscribed).
+  bool oversubscribed() const noexcept { return settings_.oversubscribed; }
 
   /// Microseconds of someone else's time one microsecond of spinning costs (0.02 .. 1).
   double cpu_price() const noexcept;

@@ -185,8 +185,13 @@ void CommunicatorImpl::wire_up() {
     base.nodes.push_back(bootstrap::to_string(boot_->get(r, "spark.node")));
   nodes_ = base.nodes;
   std::vector<std::string> machines;
-  for (int r = 0; r < size_; ++r)
-    machines.push_back(bootstrap::to_string(boot_->get(r, bootstrap::kMachineIdKey)));
+  for (int r = 0; r < size_; ++r) {
+    try {
+      machines.push_back(bootstrap::to_string(boot_->get(r, bootstrap::kMachineIdKey)));
+    } catch (const BootstrapError&) {  // a libspark from before the machine id: unknown
+      machines.emplace_back();
+    }
+  }
   machine_ranks_ = bootstrap::ranks_sharing_machine(machines, base.nodes, rank_);
   base.token = bootstrap::job_token(*boot_);
 

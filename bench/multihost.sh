@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Multi-host benchmark on 3 network namespaces (needs root): 3-host launch time and a
-# 1 KiB / 16 MiB float-sum allreduce across the namespaces, sparkrun vs Open MPI, one run.
+# 1 KiB / 128 KiB / 16 MiB float-sum allreduce across the namespaces, sparkrun vs Open MPI, one run.
 #   bench/multihost.sh [-B build-dir] [-r runs] [-i iters] [-s small-iters]
 # The namespaces come from tests/multihost/netns_fixture.sh (removed afterwards). sparkrun
 # uses --launch-agent 'ip netns exec {host}'; Open MPI gets the same agent through a
-# two-line wrapper (its rsh agent passes the remote command as one shell string).
+# small wrapper (its rsh agent passes the remote command as one shell string).
 # Open MPI's allreduce is measured with its defaults and with mpi_yield_when_idle=1, and
 # its best per size is the reference. Targets: launch <= 0.3x Open MPI (issue 8); allreduce
 # 1 KiB and 128 KiB <= 1.0x Open MPI's best, 16 MiB ahead of it (issue 17), printed with
@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     -r) runs=$2; shift 2 ;;
     -i) iters=$2; shift 2 ;;
     -s) small_iters=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "multihost.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

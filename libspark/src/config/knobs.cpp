@@ -98,8 +98,9 @@ constexpr Knob kKnobs[] = {
      KnobType::string, KnobOrigin::user, 0, 0, {}, &fill<&CommOptions::data_net>},
     {"SPARK_SHM_CMA", "on|off", "on",
      "Cross-memory attach between the ranks of a node (process_vm_readv/writev, tested on every "
-     "peer at start-up): the single-copy allreduce and reduce_scatter from 256 KiB (from 4 MiB only "
-     "where some rank's CPUs are contended; else two-phase). off: this "
+     "peer at start-up): the single-copy allreduce and reduce_scatter from 4 MiB where the "
+     "machine has more of the job's ranks than CPUs and their waits block (else two-phase: "
+     "faster on this machine, docs/collectives.md). off: this "
      "rank reads and writes no peer's memory, and the large allreduces of every communicator it "
      "is in take the two-phase path through the shm slots (the ranks agree per call). To "
      "compare the two paths, or where a sandbox must not see cross-process copies.",

@@ -368,6 +368,20 @@ TEST(SingleCopy, OneRankWithoutCrossMemoryMakesAllFallBack) {
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
+// An in-place sum of 8 MiB of f32 (past the 4 MiB bound of the single copy) whose element i is
+// (i % 97) + rank on every rank; returns how many elements came out wrong.
+std::size_t wrong_in_large_rank_sum(CommunicatorImpl& comm) {
+  const std::size_t count = 2u << 20;
+  const int n = comm.size();
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 97) + comm.rank());
+  comm.allreduce(v.data(), v.data(), count, DType::f32, ReduceOp::sum);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    wrong += v[i] != static_cast<float>(n * static_cast<int>(i % 97) + n * (n - 1) / 2);
+  return wrong;
+}
+
 // The choice between the single copy and two-phase is agreed per call in the address
 // exchange: one rank that wants the single copy (here it forces it; on a machine that one
 // rank finds contended, the same) takes every rank along, whatever their own choice.
@@ -379,12 +393,7 @@ TEST(SingleCopy, OneRankThatWantsItTakesEveryRankAlong) {
     int errors = 0;
     if (!every_rank(comm, comm.reaches_every_peer_memory())) return kRankSkip;
     if (rank == 1) comm.set_allreduce_algo(AllreduceAlgo::single_copy);
-    const std::size_t count = 2u << 20;  // 8 MiB of f32: past the 4 MiB bound
-    std::vector<float> v(count);
-    for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 97) + rank);
-    comm.allreduce(v.data(), v.data(), count, DType::f32, ReduceOp::sum);
-    std::size_t wrong = 0;
-    for (std::size_t i = 0; i < count; ++i) wrong += v[i] != static_cast<float>(3 * (i % 97) + 3);
+    const std::size_t wrong = wrong_in_large_rank_sum(comm);
     RANK_CHECK(wrong == 0, "%zu wrong elements", wrong);
     RANK_CHECK(comm.single_copy_calls() == 1, "rank %d: %llu single-copy calls, not 1", rank,
                static_cast<unsigned long long>(comm.single_copy_calls()));
@@ -404,14 +413,9 @@ TEST(SingleCopy, AutomaticWithACpuPerRankIsTwoPhase) {
   auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
     int errors = 0;
     if (!every_rank(comm, comm.reaches_every_peer_memory())) return kRankSkip;
-    const std::size_t count = 2u << 20;  // 8 MiB of f32
-    std::vector<float> v(count);
     for (AllreduceAlgo algo : {AllreduceAlgo::automatic, AllreduceAlgo::single_copy}) {
       comm.set_allreduce_algo(algo);
-      for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 97) + rank);
-      comm.allreduce(v.data(), v.data(), count, DType::f32, ReduceOp::sum);
-      std::size_t wrong = 0;
-      for (std::size_t i = 0; i < count; ++i) wrong += v[i] != static_cast<float>(2 * (i % 97) + 1);
+      const std::size_t wrong = wrong_in_large_rank_sum(comm);
       RANK_CHECK(wrong == 0, "%zu wrong elements", wrong);
     }
     RANK_CHECK(comm.single_copy_calls() == 1, "rank %d: %llu single-copy calls, not 1", rank,

@@ -156,23 +156,17 @@ void CommunicatorImpl::copy_peer(int p, void* local, std::uint64_t remote, std::
   if (err == 0) return;
   std::string detail = std::string("cross-memory ") + (write ? "write to" : "read from") +
                        " rank " + std::to_string(wp) + "'s buffer: " + std::strerror(err);
-  int blame = p;
-  FailureCause cause = err == ESRCH ? FailureCause::peer_closed : FailureCause::peer_error;
+  if (err == ESRCH)
+    fail(FailureCause::peer_closed, p, t.lane_name(wp, transport::WaitKind::data), 0, 0,
+         timeout_ms_.load(std::memory_order_relaxed), detail);
   // A live peer whose buffer is gone (EFAULT) left the call early: it failed, most often
   // because another peer died. It sent its notice before it returned, so before the buffer
   // went: fail_left names it as having left, or the dead peer. Without a notice, the dead
   // peer too, as that peer's own record does; the peer that left may have seen the death
   // first (its copy failed once the dead process's memory was gone, before the exit is
   // complete and the pidfd says so): look for 20 ms.
-  if (err != ESRCH && peer_left(p)) fail_left(p, 0);
-  if (err != ESRCH)
-    if (const int q = exited_peer(p, std::chrono::milliseconds(20)); q >= 0) {
-      detail = "process of rank " + std::to_string(world_rank(q)) + " exited; then " + detail;
-      blame = q;
-      cause = FailureCause::peer_closed;
-    }
-  fail(cause, blame, t.lane_name(wp, transport::WaitKind::data), 0, 0,
-       timeout_ms_.load(std::memory_order_relaxed), detail);
+  if (peer_left(p)) fail_left(p, 0);
+  fail_naming_exited_peer(p, FailureCause::peer_error, 0, std::move(detail));
 }
 
 int CommunicatorImpl::exited_peer(int except, std::chrono::milliseconds within) {

@@ -170,6 +170,10 @@ class CommunicatorImpl {
   /// Fails naming `peer`, which left the current call, or the peer whose exit made it leave
   /// when one has exited (looked for 20 ms): a rank that left most often saw a death first.
   [[noreturn]] void fail_left(int peer, std::uint32_t step);
+  /// Fails naming `peer` with `cause` and `detail`, unless another peer's process has exited
+  /// (looked for 20 ms): then that one, peer_closed, its exit in front of the detail.
+  [[noreturn]] void fail_naming_exited_peer(int peer, FailureCause cause, std::uint32_t step,
+                                            std::string detail);
   void give_back(int peer) { by_peer_[static_cast<std::size_t>(peer)]->release(world_rank(peer)); }
   /// Waits until every send of this op has left the process.
   void drain();

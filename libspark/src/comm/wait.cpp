@@ -326,18 +326,21 @@ bool CommunicatorImpl::peer_left(int peer) {
 }
 
 void CommunicatorImpl::fail_left(int peer, std::uint32_t step) {
-  const int wp = world_rank(peer);
-  std::string detail =
-      "rank " + std::to_string(wp) + " failed in this call and left it (its own record says why)";
-  int blame = peer;
-  FailureCause cause = FailureCause::peer_error;
+  fail_naming_exited_peer(peer, FailureCause::peer_error, step,
+                          "rank " + std::to_string(world_rank(peer)) +
+                              " failed in this call and left it (its own record says why)");
+}
+
+void CommunicatorImpl::fail_naming_exited_peer(int peer, FailureCause cause, std::uint32_t step,
+                                               std::string detail) {
+  const std::string lane =
+      by_peer_[static_cast<std::size_t>(peer)]->lane_name(world_rank(peer), WaitKind::data);
   if (const int q = exited_peer(peer, std::chrono::milliseconds(20)); q >= 0) {
     detail = "process of rank " + std::to_string(world_rank(q)) + " exited; then " + detail;
-    blame = q;
+    peer = q;
     cause = FailureCause::peer_closed;
   }
-  fail(cause, blame, by_peer_[static_cast<std::size_t>(peer)]->lane_name(wp, WaitKind::data), step,
-       0, timeout_ms_.load(std::memory_order_relaxed), detail);
+  fail(cause, peer, lane, step, 0, timeout_ms_.load(std::memory_order_relaxed), detail);
 }
 
 void CommunicatorImpl::drain() {

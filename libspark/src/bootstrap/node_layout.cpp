@@ -1,10 +1,10 @@
 #include "bootstrap/node_layout.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
+#include <fstream>
 
 namespace spark::bootstrap {
 
@@ -26,13 +26,9 @@ NodeLayout derive_layout(const std::vector<std::string>& node_ids, int rank) {
 }
 
 std::string local_machine_id() {
-  const int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  char buf[64];
-  const ssize_t n = ::read(fd, buf, sizeof buf);
-  ::close(fd);
-  std::string id(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;  // stays empty when unreadable
+  std::getline(in, id);
   return id;
 }
 

@@ -100,15 +100,21 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
   std::map<std::uint64_t, std::set<int>> arrived;   // fence epoch -> ranks
   std::map<std::pair<int, std::string>, std::vector<std::byte>> entries;
   std::string abort_message;
+  std::uint64_t departed_epoch = 0;  // the last fence a departed rank made fail (0: none)
 
   // Rank 0 may stop serving once it has left itself and nobody still needs an answer: every
   // other rank has left, or is idle (not in a fence, nothing left to send to it). An idle rank
-  // cannot complete any later fence without rank 0 anyway; it gets a clear error instead.
+  // cannot complete any later fence without rank 0 anyway; it gets a clear error instead,
+  // except where a departed rank made a fence fail that it has not reached yet: then it gets
+  // that fence's answer, naming the rank that left, not "rank 0 exited" (rank 0 failed the
+  // same fence and returned first; seen under asan).
   bool may_stop() const {
     if (static_cast<int>(left.size()) == size) return true;
     if (left.count(0) == 0) return false;
+    const auto failed = arrived.find(departed_epoch);
     for (const auto& [r, s] : by_rank) {
       if (s->waiting_epoch != 0 || !s->out.empty()) return false;
+      if (failed != arrived.end() && failed->second.count(r) == 0) return false;
     }
     return true;
   }
@@ -238,6 +244,7 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
     // A rank that already left can never arrive: fail now instead of at the deadline.
     for (int r : left) {
       if (in.count(r) == 0) {
+        departed_epoch = std::max(departed_epoch, epoch);
         return fail(s, departed_text(epoch));
       }
     }
@@ -290,6 +297,7 @@ struct StoreServer::State : std::enable_shared_from_this<StoreServer::State> {
     // Waiters in a fence that this rank never reached can no longer complete.
     for (auto& [r, s] : by_rank) {
       if (s->waiting_epoch != 0 && arrived[s->waiting_epoch].count(rank) == 0) {
+        departed_epoch = std::max(departed_epoch, s->waiting_epoch);
         fail(*s, departed_text(s->waiting_epoch));
       }
     }

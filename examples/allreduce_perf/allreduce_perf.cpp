@@ -159,9 +159,11 @@ int main(int argc, char** argv) {
   app.add_option("-t,--coll", coll, "allreduce, reduce_scatter, allgather, broadcast, alltoall")
       ->capture_default_str()
       ->check(CLI::IsMember({"allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall"}));
-  app.add_option("-A,--algo", algo, "allreduce algorithm: auto, oneshot, twophase")
+  app.add_option(
+         "-A,--algo", algo,
+         "allreduce algorithm: auto, oneshot, twophase, singlecopy (shm with cross-memory attach)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "oneshot", "twophase"}));
+      ->check(CLI::IsMember({"auto", "oneshot", "twophase", "singlecopy"}));
   std::string work;
   app.add_option("--work", work,
                  "US[:JITTER]: compute US +- JITTER microseconds (default jitter US/4) per rank "
@@ -198,9 +200,10 @@ int main(int argc, char** argv) {
       sub = world.split(split[0] == '%' ? world.rank() % split_by : world.rank() / split_by,
                         world.rank());
     spark::Communicator& comm = sub ? *sub : world;
-    comm.set_allreduce_algo(algo == "oneshot"    ? spark::AllreduceAlgo::one_shot
-                            : algo == "twophase" ? spark::AllreduceAlgo::two_phase
-                                                 : spark::AllreduceAlgo::automatic);
+    comm.set_allreduce_algo(algo == "oneshot"      ? spark::AllreduceAlgo::one_shot
+                            : algo == "twophase"   ? spark::AllreduceAlgo::two_phase
+                            : algo == "singlecopy" ? spark::AllreduceAlgo::single_copy
+                                                   : spark::AllreduceAlgo::automatic);
     if (!piece.empty()) comm.set_piece_bytes(parse_size(piece));
     const int n = comm.size(), me = comm.rank();
     if (root < 0 || root >= n)

@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "coll/copy_tuner.hpp"
 #include "coll/reduce.hpp"
 #include "multiproc.hpp"
 #include "test_data.hpp"
@@ -382,9 +383,9 @@ std::size_t wrong_in_large_rank_sum(CommunicatorImpl& comm) {
   return wrong;
 }
 
-// The choice between the single copy and two-phase is agreed per call in the address
-// exchange: one rank that wants the single copy (here it forces it; on a machine that one
-// rank finds contended, the same) takes every rank along, whatever their own choice.
+// Where the tuner chose the two-phase path, large calls (from 4 MiB) still ask in the address
+// exchange whether a rank wants the single copy for its contended CPUs: one rank that asks
+// (here told to; on a machine it finds contended, the same) takes every rank along.
 TEST(SingleCopy, OneRankThatWantsItTakesEveryRankAlong) {
   RankSpec spec;
   spec.size = 3;
@@ -392,7 +393,13 @@ TEST(SingleCopy, OneRankThatWantsItTakesEveryRankAlong) {
   auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
     int errors = 0;
     if (!every_rank(comm, comm.reaches_every_peer_memory())) return kRankSkip;
-    if (rank == 1) comm.set_allreduce_algo(AllreduceAlgo::single_copy);
+    // Every rank's tuner through a round that found the two-phase path faster.
+    const std::size_t bytes = std::size_t{8} << 20;  // wrong_in_large_rank_sum's
+    coll::CopyTuner& tuner = comm.copy_tuner(true);
+    while (tuner.plan(bytes).path != coll::CopyTuner::Path::decide) {
+    }
+    tuner.decided(bytes, false);
+    if (rank == 1) comm.ask_single_copy(true);
     const std::size_t wrong = wrong_in_large_rank_sum(comm);
     RANK_CHECK(wrong == 0, "%zu wrong elements", wrong);
     RANK_CHECK(comm.single_copy_calls() == 1, "rank %d: %llu single-copy calls, not 1", rank,
@@ -403,23 +410,41 @@ TEST(SingleCopy, OneRankThatWantsItTakesEveryRankAlong) {
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
-// The automatic choice where every rank has a CPU (2 ranks here) is the two-phase path, large
-// calls included (measured: coll/single_copy.cpp); asked for on every rank, the same call takes
-// the single copy.
-TEST(SingleCopy, AutomaticWithACpuPerRankIsTwoPhase) {
+// The automatic choice times both paths and the ranks agree (coll/copy_tuner.hpp): of a size's
+// first calls, a block goes the two-phase way and a block the single copy, all numbers right;
+// the call after them is the faster path, the same on every rank, and so are the calls after
+// it until the next round. Asked for on every rank, the same call takes the single copy.
+TEST(SingleCopy, AutomaticTimesBothPathsAndEveryRankTakesTheSame) {
   RankSpec spec;
-  spec.size = 2;
+  spec.size = 2;  // a CPU each: no rank asks for the single copy for its contended CPUs
   spec.transport = "shm";
   auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
     int errors = 0;
     if (!every_rank(comm, comm.reaches_every_peer_memory())) return kRankSkip;
-    for (AllreduceAlgo algo : {AllreduceAlgo::automatic, AllreduceAlgo::single_copy}) {
-      comm.set_allreduce_algo(algo);
-      const std::size_t wrong = wrong_in_large_rank_sum(comm);
-      RANK_CHECK(wrong == 0, "%zu wrong elements", wrong);
+    constexpr std::uint64_t kBlock = coll::CopyTuner::kTrials + 1;
+    std::size_t wrong = 0;
+    for (std::uint64_t i = 0; i < 2 * kBlock; ++i) {
+      wrong += wrong_in_large_rank_sum(comm);
+      const std::uint64_t want = i < kBlock ? 0 : i + 1 - kBlock;
+      RANK_CHECK(comm.single_copy_calls() == want,
+                 "rank %d, call %llu: %llu single copies, not %llu", rank,
+                 static_cast<unsigned long long>(i),
+                 static_cast<unsigned long long>(comm.single_copy_calls()),
+                 static_cast<unsigned long long>(want));
     }
-    RANK_CHECK(comm.single_copy_calls() == 1, "rank %d: %llu single-copy calls, not 1", rank,
-               static_cast<unsigned long long>(comm.single_copy_calls()));
+    for (std::uint64_t i = 0; i < 5; ++i) wrong += wrong_in_large_rank_sum(comm);
+    RANK_CHECK(wrong == 0, "%zu wrong elements", wrong);
+    const std::uint64_t after = comm.single_copy_calls() - kBlock;
+    RANK_CHECK(after == 0 || after == 5,
+               "rank %d: %llu of the 5 calls after the round were single "
+               "copies (all or none)",
+               rank, static_cast<unsigned long long>(after));
+    RANK_CHECK(every_rank(comm, after == 0) || every_rank(comm, after == 5),
+               "the ranks took different paths after the round");
+    comm.set_allreduce_algo(AllreduceAlgo::single_copy);
+    const std::uint64_t before = comm.single_copy_calls();
+    RANK_CHECK(wrong_in_large_rank_sum(comm) == 0, "forced single copy: wrong elements");
+    RANK_CHECK(comm.single_copy_calls() == before + 1, "the forced call was no single copy");
     return errors == 0 ? 0 : 1;
   });
   if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;

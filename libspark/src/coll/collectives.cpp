@@ -60,8 +60,8 @@ void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count
                         (algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_);
   if (one_shot)
     allreduce_one_shot(in, out, count, dtype, op);
-  else if (!(use_single_copy(bytes) && allreduce_single_copy(in, out, count, dtype, op, true)))
-    allreduce_two_phase(in, out, count, dtype, op, true);
+  else
+    reduce_large(in, out, count, dtype, op, true);
 }
 
 void CommunicatorImpl::allreduce_one_shot(const std::byte* in, std::byte* out, std::size_t count,
@@ -183,9 +183,7 @@ void CommunicatorImpl::reduce_scatter(const void* send, void* recv, std::size_t 
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const std::size_t count = recv_count * static_cast<std::size_t>(size_);
-  if (!(use_single_copy(count * dtype_size(dtype)) &&
-        allreduce_single_copy(in, out, count, dtype, op, false)))
-    allreduce_two_phase(in, out, count, dtype, op, false);
+  reduce_large(in, out, count, dtype, op, false);
 }
 
 void CommunicatorImpl::allgather(const void* send, void* recv, std::size_t send_count,

@@ -38,14 +38,40 @@ bool CommunicatorImpl::reaches_every_peer_memory() const noexcept {
   return all_peers_shm_;
 }
 
-bool CommunicatorImpl::use_single_copy(std::size_t bytes) const noexcept {
-  return all_peers_shm_ && (algo_ == AllreduceAlgo::single_copy ||
-                            (algo_ == AllreduceAlgo::automatic && bytes >= single_copy_min_));
+void CommunicatorImpl::reduce_large(const std::byte* in, std::byte* out, std::size_t count,
+                                    DType dtype, ReduceOp op, bool gather) {
+  using Path = coll::CopyTuner::Path;
+  const std::size_t bytes = count * dtype_size(dtype);
+  if (!all_peers_shm_ || (algo_ != AllreduceAlgo::automatic && algo_ != AllreduceAlgo::single_copy))
+    return allreduce_two_phase(in, out, count, dtype, op, gather);
+  if (algo_ == AllreduceAlgo::single_copy) {
+    if (allreduce_single_copy(in, out, count, dtype, op, gather, {true, {}}) != CopyOutcome::copied)
+      allreduce_two_phase(in, out, count, dtype, op, gather);
+    return;
+  }
+  coll::CopyTuner& tuner = copy_tuners_[gather ? 0 : 1];
+  const coll::CopyTuner::Plan plan = tuner.plan(bytes);
+  const auto t0 =
+      plan.timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  CopyOutcome outcome = CopyOutcome::not_chosen;
+  if (plan.path == Path::single_copy)
+    outcome = allreduce_single_copy(in, out, count, dtype, op, gather, {true, {}});
+  else if (plan.path == Path::decide)
+    outcome = allreduce_single_copy(in, out, count, dtype, op, gather, {false, tuner.vote(bytes)});
+  else if (!plan.trial && tuner.available() && bytes >= single_copy_min_)
+    outcome = allreduce_single_copy(in, out, count, dtype, op, gather, {wants_single_copy(), {}});
+  if (outcome != CopyOutcome::copied) allreduce_two_phase(in, out, count, dtype, op, gather);
+  if (outcome == CopyOutcome::unreachable) tuner.unavailable();
+  if (plan.path == Path::decide) tuner.decided(bytes, outcome == CopyOutcome::copied);
+  if (plan.timed) tuner.took(bytes, std::chrono::steady_clock::now() - t0);
 }
 
 // reduce_scatter: gather false, `out` is this rank's chunk and nothing is written to peers.
-bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count,
-                                             DType dtype, ReduceOp op, bool gather) {
+CommunicatorImpl::CopyOutcome CommunicatorImpl::allreduce_single_copy(const std::byte* in,
+                                                                      std::byte* out,
+                                                                      std::size_t count,
+                                                                      DType dtype, ReduceOp op,
+                                                                      bool gather, CopyAsk ask) {
   std::vector<CopyBuffers> theirs;
   SingleCopyState state(static_cast<std::size_t>(size_));
   // From the first address sent, a peer may copy from and into these buffers: a failure in
@@ -53,7 +79,9 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
   // addresses copy from buffers the caller may already have freed, and fail with "Bad
   // address" naming this rank instead of the cause).
   try {
-    if (!exchange_copy_buffers(in, out, theirs, state)) return false;
+    if (const CopyOutcome o = exchange_copy_buffers(in, out, ask, theirs, state);
+        o != CopyOutcome::copied)
+      return o;
     ++single_copy_calls_;
     fold_own_chunk(in, out, count, dtype, op, gather, theirs);
     finish_single_copy(state);
@@ -61,57 +89,56 @@ bool CommunicatorImpl::allreduce_single_copy(const std::byte* in, std::byte* out
     leave_single_copy(e.record().peer, state);
     throw;
   }
-  return true;
+  return CopyOutcome::copied;
 }
 
-// Whether this rank asks for the single copy: when the algorithm is forced, or when the
-// machine has more of the job's ranks than CPUs and the waits block (a foreign task keeps the
-// wait policy from yielding: cpu_price() >= 0.5). Then every piece of the two-phase path
+// Whether this rank asks for the single copy in a call the tuner gave the two-phase path: when
+// the machine has more of the job's ranks than CPUs and the waits block (a foreign task keeps
+// the wait policy from yielding: cpu_price() >= 0.5). Then every piece of the two-phase path
 // needs a sleeping peer woken, and the single copy's two hand-offs per call win: torch, 3
 // ranks on the 2 CPUs, 16 MiB, 3 alternating runs (2 Dec 08:20 UTC): 8.3-9.6 ms vs 9.4-13.8 ms
-// (Gloo 24-30 ms). Everywhere else the two-phase path through the slots was faster on this
-// VM (08:00 UTC, us per call, single copy vs two-phase): 2 ranks quiet 256 KiB 53-63 vs 23-33,
-// 1 MiB 189-207 vs 87-106, 4 MiB 764-961 vs 630-824, the same with a 200 us work step; next to
-// two `yes` (contended, not oversubscribed) 256 KiB 85-131 vs 59-81, 1 MiB 336-471 vs 217-280,
-// 16 MiB 12.8-13.9 vs 9.6-11.1 ms; 3 ranks quiet 256 KiB 129-167 vs 88-103: the kernel's copy
-// pins every 4 KiB page of the peer's buffer, while the slots stay in cache. (The previous
-// session's VM measured the single copy ahead below 4 MiB, 256 KiB 2.76 vs 1.02 GB/s: the
-// choice depends on the machine; choosing from what it measures is left to do.) The exchange
-// that asks costs ~4 us (29 vs 33 us at 256 KiB), so it is held only from 4 MiB
-// (single_copy_min_).
+// (Gloo 24-30 ms), on a VM whose quiet calls were faster through the slots. The tuner's trials
+// ran under whatever load there was then; load changes faster than its rounds, so this
+// question stays, asked from single_copy_min_ up (the exchange costs a few us per call).
 bool CommunicatorImpl::wants_single_copy() const noexcept {
   const WaitPolicy& policy = world_->wait_policy_;
-  return algo_ == AllreduceAlgo::single_copy ||
-         (policy.oversubscribed() && policy.cpu_price() >= 0.5);
+  return ask_single_copy_ || (policy.oversubscribed() && policy.cpu_price() >= 0.5);
 }
 
-bool CommunicatorImpl::exchange_copy_buffers(const std::byte* in, const std::byte* out,
-                                             std::vector<CopyBuffers>& theirs,
-                                             SingleCopyState& state) {
+CommunicatorImpl::CopyOutcome CommunicatorImpl::exchange_copy_buffers(
+    const std::byte* in, const std::byte* out, CopyAsk ask, std::vector<CopyBuffers>& theirs,
+    SingleCopyState& state) {
   const std::uint64_t desc_count = op_.call.count;
   bool ok = reaches_every_peer_memory();
-  bool wanted = wants_single_copy();
+  bool wanted = ask.want;
   const CopyBuffers mine{reinterpret_cast<std::uintptr_t>(in),
-                         reinterpret_cast<std::uintptr_t>(out), ok ? 1u : 0u, wanted ? 1u : 0u};
+                         reinterpret_cast<std::uintptr_t>(out), ok ? 1u : 0u, wanted ? 1u : 0u,
+                         ask.vote};
   theirs.assign(static_cast<std::size_t>(size_), CopyBuffers{});
+  std::vector<coll::CopyTuner::Vote> votes(static_cast<std::size_t>(size_));
+  votes[static_cast<std::size_t>(rank_)] = ask.vote;
   for (int i = 1; i < size_; ++i)
     post(peer_at(rank_, size_, i), 0, 0, &mine, sizeof mine, desc_count);
   for (int i = 1; i < size_; ++i) {
     const int p = peer_at(rank_, size_, i);
+    const auto up = static_cast<std::size_t>(p);
     transport::RecvView v = take(p, 0, 0, sizeof mine, desc_count);
-    std::memcpy(&theirs[static_cast<std::size_t>(p)], v.data, sizeof mine);
+    std::memcpy(&theirs[up], v.data, sizeof mine);
     give_back(p);
-    state.answered[static_cast<std::size_t>(p)] = 1;
-    if (theirs[static_cast<std::size_t>(p)].reaches_all == 0) ok = false;
-    if (theirs[static_cast<std::size_t>(p)].wanted != 0) wanted = true;
+    state.answered[up] = 1;
+    if (theirs[up].reaches_all == 0) ok = false;
+    if (theirs[up].wanted != 0) wanted = true;
+    votes[up] = theirs[up].vote;
   }
   // A peer that failed in the exchange sent its addresses, then its notice, and may have freed
   // its buffers since: touch none of them.
   for (int i = 1; i < size_; ++i)
     if (const int p = peer_at(rank_, size_, i); peer_left(p)) fail_left(p, 0);
-  // Every rank saw every answer: all agree. One rank whose waits block is enough (its peers
-  // would wait for it at every piece of the two-phase path).
-  return ok && wanted;
+  // Every rank saw every answer: all agree. One rank that asks is enough (its peers would wait
+  // for it at every piece of the two-phase path).
+  if (!ok) return CopyOutcome::unreachable;
+  return wanted || coll::CopyTuner::single_copy_wins(votes) ? CopyOutcome::copied
+                                                            : CopyOutcome::not_chosen;
 }
 
 void CommunicatorImpl::fold_own_chunk(const std::byte* in, std::byte* out, std::size_t count,

@@ -14,6 +14,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "coll/call_desc.hpp"
+#include "coll/copy_tuner.hpp"
 #include "comm/trace.hpp"
 #include "comm/wait_policy.hpp"
 #include "config/options.hpp"
@@ -127,6 +128,12 @@ class CommunicatorImpl {
   /// Allreduces and reduce_scatters of this communicator that took the single-copy path (the
   /// others fell back or were not eligible); for tests and measurements.
   std::uint64_t single_copy_calls() const noexcept { return single_copy_calls_; }
+  /// The automatic choice of the large path of allreduce (gather) or reduce_scatter; tests
+  /// drive it (every rank alike, as the calls would).
+  coll::CopyTuner& copy_tuner(bool gather) noexcept { return copy_tuners_[gather ? 0 : 1]; }
+  /// This rank asks for the single copy in every large call the tuner gives the two-phase path
+  /// from single_copy_min_, as a rank whose CPUs are contended does (wants_single_copy); tests.
+  void ask_single_copy(bool on) noexcept { ask_single_copy_ = on; }
   /// Allreduces of this communicator that took the one-shot path; for tests and measurements.
   std::uint64_t one_shot_calls() const noexcept { return one_shot_calls_; }
   /// This rank may read and write every peer's memory (cross-memory attach, tested when the
@@ -198,25 +205,36 @@ class CommunicatorImpl {
                           ReduceOp op);
   void allreduce_two_phase(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
                            ReduceOp op, bool gather);
-  /// The single-copy path for an allreduce / reduce_scatter of `bytes` (input): every peer
-  /// over shm and the algorithm setting (automatic: from single_copy_min_). The same on every
-  /// rank, so all of them enter allreduce_single_copy's address exchange or none.
-  bool use_single_copy(std::size_t bytes) const noexcept;
+  /// The large allreduce (gather) or reduce_scatter past the one-shot: the single copy or the
+  /// two-phase path, as the algorithm setting or (automatic, every peer over shm) the copy
+  /// tuner says. Every rank plans alike (coll/copy_tuner.hpp), so all of them enter
+  /// allreduce_single_copy's address exchange or none.
+  void reduce_large(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
+                    ReduceOp op, bool gather);
   /// What all_peers_shm_ holds, from by_peer_ (comm/communicator_impl.cpp).
   bool every_peer_over_shm() const noexcept;
   // the single copy (coll/single_copy.cpp)
-  /// Cross-memory attach: false (after agreeing on it with every peer) when some rank cannot
-  /// reach some peer's memory or no rank wants it; the caller then runs the two-phase path.
-  bool allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
-                             ReduceOp op, bool gather);
-  /// Step 0: where a rank's buffers are, and whether it reaches every peer's memory.
+  /// What this rank says in the single copy's address exchange: it asks for the copy, and
+  /// (the tuner's deciding call) its timings.
+  struct CopyAsk {
+    bool want = false;
+    coll::CopyTuner::Vote vote;
+  };
+  enum class CopyOutcome : std::uint8_t { copied, unreachable, not_chosen };
+  /// Cross-memory attach: after agreeing with every peer, copied; or unreachable (some rank
+  /// cannot reach some peer's memory) or not_chosen (no rank asked, the votes chose the
+  /// two-phase path), and the caller runs the two-phase path.
+  CopyOutcome allreduce_single_copy(const std::byte* in, std::byte* out, std::size_t count,
+                                    DType dtype, ReduceOp op, bool gather, CopyAsk ask);
+  /// Step 0: where a rank's buffers are, whether it reaches every peer's memory, what it asks.
   struct CopyBuffers {
     std::uint64_t in, out;
     std::uint32_t reaches_all;  ///< this rank reaches every peer's memory
-    std::uint32_t wanted;       ///< this rank asks for the single copy (wants_single_copy)
+    std::uint32_t wanted;       ///< this rank asks for the single copy (CopyAsk::want)
+    coll::CopyTuner::Vote vote;
   };
-  /// Forced (AllreduceAlgo::single_copy), or this rank's hand-offs cost sleeps: the machine
-  /// has more of the job's ranks than CPUs and its waits block (WaitPolicy::cpu_price()).
+  /// This rank's hand-offs cost sleeps: the machine has more of the job's ranks than CPUs and
+  /// its waits block (WaitPolicy::cpu_price()).
   bool wants_single_copy() const noexcept;
   /// Which peers' step 0 this rank took (answered), which it told "done" (step 1 sent) and
   /// heard "done" from, in the current call.
@@ -224,11 +242,11 @@ class CommunicatorImpl {
     explicit SingleCopyState(std::size_t n) : answered(n, 0), told(n, 0), heard(n, 0) {}
     std::vector<char> answered, told, heard;
   };
-  /// Step 0 with every peer; false (all agree) when some rank cannot reach some peer, or no
-  /// rank wants the single copy: the caller then runs the two-phase path. Fails when a peer
-  /// has already left the call (its notice follows its step 0).
-  bool exchange_copy_buffers(const std::byte* in, const std::byte* out,
-                             std::vector<CopyBuffers>& theirs, SingleCopyState& state);
+  /// Step 0 with every peer; every rank sees every answer, so all agree on the outcome (copied:
+  /// go on with the copy). Fails when a peer has already left the call (its notice follows
+  /// its step 0).
+  CopyOutcome exchange_copy_buffers(const std::byte* in, const std::byte* out, CopyAsk ask,
+                                    std::vector<CopyBuffers>& theirs, SingleCopyState& state);
   /// Reads this rank's chunk of every peer's input, folds it in rank order and (gather) writes
   /// the result into every peer's output.
   void fold_own_chunk(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
@@ -296,9 +314,12 @@ class CommunicatorImpl {
   Op op_;
   AllreduceAlgo algo_ = AllreduceAlgo::automatic;
   std::size_t one_shot_max_ = 16 * 1024;  ///< set at wire-up from the measured crossover
-  /// From here up, ranks that all share one node ask each other whether to take the
-  /// single-copy allreduce (coll/single_copy.cpp, wants_single_copy).
+  /// From here up, calls the tuner gave the two-phase path still ask each other whether a rank
+  /// wants the single copy for its contended CPUs (coll/single_copy.cpp, wants_single_copy).
   std::size_t single_copy_min_ = 4 << 20;
+  /// The automatic choice of the large path, per collective (allreduce, reduce_scatter).
+  coll::CopyTuner copy_tuners_[2];
+  bool ask_single_copy_ = false;  ///< ask_single_copy()
   /// Every peer of this communicator is reached over shm (one node): set once its transports
   /// are known (end of wire_up; a sub-communicator from its members' transports, split.cpp).
   bool all_peers_shm_ = false;

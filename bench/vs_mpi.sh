@@ -12,7 +12,9 @@
 # tcp loopback, Open MPI with --mca btl tcp,self, 1 KiB - 16 MiB).
 # Sizes up to 256 KiB run -s iterations (default 2000: with 200 a single preemption moved a
 # 1 KiB row by 10-40 %), larger ones -i (default 20, as
-# allreduce_perf), both after 5 warm-up iterations.
+# allreduce_perf), both after 50 warm-up iterations (libspark times its two large paths in a
+# size's first 13 calls and again from its 30th, coll/copy_tuner.hpp: a job's steady state is
+# measured).
 # --unbound: start libspark's ranks through the environment rendezvous, unbound (the old way;
 # not a fair comparison: mpirun binds Open MPI's ranks to cores).
 # --pairs N: N paired runs at ONE size (-b, default 1024) over shm, in alternating order; each
@@ -53,7 +55,7 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 # spark RANKS TRANSPORT LO HI WORK(us:jitter or "") ITERS -> CSV "size,time_us,algbw,coll_us,own_us"
 spark() {
   local n=$1 transport=$2 b=$3 e=$4 work=$5 it=$6
-  local args=(--csv -b "$b" -e "$e" -f 4 -n "$it" -w 5 -c 0 ${work:+--work "$work"})
+  local args=(--csv -b "$b" -e "$e" -f 4 -n "$it" -w 50 -c 0 ${work:+--work "$work"})
   if [ "$bound" = 1 ]; then
     SPARK_TRANSPORT=$transport "$sparkrun" -n "$n" ${SPARK_SPIN_US:+-x SPARK_SPIN_US} "$perf" "${args[@]}"
   else
@@ -75,7 +77,7 @@ mpi() {
   local w=()
   [ -n "$work" ] && w=(-W "${work%%:*}" -J "${work##*:}")
   mpirun.openmpi --oversubscribe -n "$n" "${mca[@]}" "$tmp/mpi_allreduce" -b "$b" -e "$e" -f 4 \
-    -n "$it" -w 5 "${w[@]}" | awk -F, 'NR > 1'
+    -n "$it" -w 50 "${w[@]}" | awk -F, 'NR > 1'
 }
 
 if [ "$pairs" -gt 0 ]; then

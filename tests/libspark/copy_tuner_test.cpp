@@ -20,10 +20,10 @@ CopyTuner::Vote play_round(CopyTuner& t, std::size_t bytes, microseconds two_pha
                            microseconds single) {
   for (int i = 0; i < 2 * kBlock; ++i) {
     const CopyTuner::Plan p = t.plan(bytes);
-    EXPECT_EQ(p.path, i < kBlock ? Path::two_phase : Path::single_copy) << "call " << i;
+    EXPECT_EQ(p.path, i < kBlock ? Path::slots : Path::single_copy) << "call " << i;
     EXPECT_EQ(p.timed, i % kBlock != 0) << "call " << i;
     EXPECT_TRUE(p.trial) << "call " << i;
-    if (p.timed) t.took(bytes, p.path == Path::two_phase ? two_phase : single);
+    if (p.timed) t.took(bytes, p.path == Path::slots ? two_phase : single);
   }
   const CopyTuner::Plan decide = t.plan(bytes);
   EXPECT_EQ(decide.path, Path::decide);
@@ -34,7 +34,7 @@ CopyTuner::Vote play_round(CopyTuner& t, std::size_t bytes, microseconds two_pha
 TEST(CopyTuner, ARoundTimesEachPathThenTheCallAfterDecides) {
   CopyTuner t;
   const CopyTuner::Vote v = play_round(t, k256K, microseconds(30), microseconds(18));
-  EXPECT_EQ(v.two_phase_ns, 30000u);
+  EXPECT_EQ(v.slots_ns, 30000u);
   EXPECT_EQ(v.single_copy_ns, 18000u);
 }
 
@@ -46,10 +46,10 @@ TEST(CopyTuner, TheVoteIsEachPathsFastestCall) {
     const CopyTuner::Plan p = t.plan(k256K);
     if (!p.timed) continue;
     const int trial = i % kBlock - 1;
-    t.took(k256K, microseconds(p.path == Path::two_phase ? two_phase[trial] : single[trial]));
+    t.took(k256K, microseconds(p.path == Path::slots ? two_phase[trial] : single[trial]));
   }
   ASSERT_EQ(t.plan(k256K).path, Path::decide);
-  EXPECT_EQ(t.vote(k256K).two_phase_ns, 31000u);
+  EXPECT_EQ(t.vote(k256K).slots_ns, 31000u);
   EXPECT_EQ(t.vote(k256K).single_copy_ns, 25000u);
 }
 
@@ -79,7 +79,7 @@ TEST(CopyTuner, TheDecisionHoldsUntilTheNextRoundThenRoundsComeLessOften) {
   play_round(t, k256K, microseconds(20), microseconds(25));
   t.decided(k256K, false);
   for (std::uint32_t i = 0; i < CopyTuner::kRetuneEvery; ++i)
-    ASSERT_EQ(t.plan(k256K).path, Path::two_phase) << "call " << i << " after the second";
+    ASSERT_EQ(t.plan(k256K).path, Path::slots) << "call " << i << " after the second";
   play_round(t, k256K, microseconds(20), microseconds(25));
 }
 
@@ -98,14 +98,14 @@ TEST(CopyTuner, SmallCallsAndUnreachablePeersStayOnTheTwoPhasePath) {
   CopyTuner t;
   for (int i = 0; i < 3 * kBlock; ++i) {
     const CopyTuner::Plan p = t.plan(CopyTuner::kMinBytes - 1);
-    ASSERT_EQ(p.path, Path::two_phase);
+    ASSERT_EQ(p.path, Path::slots);
     ASSERT_FALSE(p.timed);
   }
   t.plan(k256K);
   t.unavailable();
   for (int i = 0; i < 3 * kBlock; ++i) {
     const CopyTuner::Plan p = t.plan(k256K);
-    ASSERT_EQ(p.path, Path::two_phase);
+    ASSERT_EQ(p.path, Path::slots);
     ASSERT_FALSE(p.timed);
   }
 }

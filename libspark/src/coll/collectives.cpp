@@ -56,9 +56,8 @@ void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count
     return;
   }
   const std::size_t bytes = count * dtype_size(dtype);
-  const bool one_shot = algo_ == AllreduceAlgo::one_shot ||
-                        (algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_);
-  if (one_shot)
+  if (algo_ == AllreduceAlgo::one_shot ||
+      (algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_ && !copy_tuned(bytes)))
     allreduce_one_shot(in, out, count, dtype, op);
   else
     reduce_large(in, out, count, dtype, op, true);

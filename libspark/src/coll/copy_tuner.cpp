@@ -9,7 +9,10 @@ namespace {
 
 // A round: a block of calls of each path, the first of each untimed (its predecessor ran the
 // other path: alternating call by call timed the single copy 15-20 % slow at 4-16 MiB, where
-// back to back it was 20 % ahead), then the deciding call.
+// back to back it was 20 % ahead), then the deciding call. The two-phase path first: a class's
+// first calls are slow whichever path they take (16 MiB on this host: 2.9-3.3 ms for the single
+// copy's fastest when it went first, 2.0 back to back), and the second round corrects a first
+// that chose wrong.
 constexpr std::uint32_t kBlock = CopyTuner::kTrials + 1;
 
 bool single_copy_turn(std::uint32_t call) noexcept {
@@ -36,7 +39,7 @@ CopyTuner::Plan CopyTuner::plan(std::size_t bytes) noexcept {
   Class& c = classes_[class_of(bytes)];
   const std::uint32_t call = c.calls++;
   if (c.decided) {
-    const Path path = c.single_copy ? Path::single_copy : Path::two_phase;
+    const Path path = c.single_copy ? Path::single_copy : Path::slots;
     if (call + 1 >= (c.rounds == 1 ? kFirstRetune : kRetuneEvery)) {  // the next call: a round
       const std::uint32_t rounds = c.rounds;
       c = Class{};
@@ -45,7 +48,7 @@ CopyTuner::Plan CopyTuner::plan(std::size_t bytes) noexcept {
     return {path, false};
   }
   if (call < 2 * kBlock)
-    return {single_copy_turn(call) ? Path::single_copy : Path::two_phase, call % kBlock != 0, true};
+    return {single_copy_turn(call) ? Path::single_copy : Path::slots, call % kBlock != 0, true};
   return {Path::decide, false, true};
 }
 
@@ -54,12 +57,12 @@ void CopyTuner::took(std::size_t bytes, Ns took) noexcept {
   Class& c = classes_[class_of(bytes)];
   const std::uint32_t call = c.calls - 1;  // the call plan() answered last
   if (c.decided || call >= 2 * kBlock || call % kBlock == 0) return;
-  (single_copy_turn(call) ? c.single : c.two_phase)[call % kBlock - 1] = took;
+  (single_copy_turn(call) ? c.single : c.slots)[call % kBlock - 1] = took;
 }
 
 CopyTuner::Vote CopyTuner::vote(std::size_t bytes) const noexcept {
   const Class& c = classes_[class_of(bytes)];
-  return {fastest_ns(c.two_phase), fastest_ns(c.single)};
+  return {fastest_ns(c.slots), fastest_ns(c.single)};
 }
 
 void CopyTuner::decided(std::size_t bytes, bool single_copy) noexcept {
@@ -72,13 +75,13 @@ void CopyTuner::decided(std::size_t bytes, bool single_copy) noexcept {
 
 bool CopyTuner::single_copy_wins(const std::vector<Vote>& votes) noexcept {
   if (votes.empty()) return false;
-  std::uint64_t two_phase = 0, single = 0;
+  std::uint64_t slots = 0, single = 0;
   for (const Vote& v : votes) {
-    if (v.two_phase_ns == 0 || v.single_copy_ns == 0) return false;
-    two_phase += v.two_phase_ns;
+    if (v.slots_ns == 0 || v.single_copy_ns == 0) return false;
+    slots += v.slots_ns;
     single += v.single_copy_ns;
   }
-  return single < two_phase;
+  return single < slots;
 }
 
 }  // namespace spark::coll

@@ -1,5 +1,7 @@
-// The automatic choice between the two-phase path (through the shm slots) and the single copy
-// (cross-memory attach) for the large allreduce and reduce_scatter of ranks on one node.
+// The automatic choice between the path through the shm slots (the one-shot or the two-phase
+// allreduce, whichever the size takes; the two-phase reduce_scatter) and the single copy
+// (cross-memory attach) for the allreduce and reduce_scatter of ranks on one node, from
+// kMinBytes up.
 //
 // Why measured, not fixed: which one wins depends on the machine. On the VM of 2 Dec 08:00 UTC
 // the kernel's copy (it pins every 4 KiB page) lost from 256 KiB to 16 MiB (256 KiB 53-63 vs
@@ -7,7 +9,7 @@
 // 16 MiB 2.0 vs 2.6 ms). So per size class (a power of two, from kMinBytes) the first calls
 // try both paths in turn, and the ranks then agree on the faster from every rank's timings.
 //
-// A round of a class: kTrials + 1 calls of the two-phase path, as many of the single copy (the
+// A round of a class: kTrials + 1 calls through the slots, as many of the single copy (the
 // first of each block untimed: first touches, the other path's cache state), and the next call
 // decides: each rank sends its fastest call of each path in the single copy's address exchange
 // (coll/single_copy.cpp), and every rank applies single_copy_wins() to the same n votes, so
@@ -31,30 +33,30 @@ class CopyTuner {
  public:
   using Ns = std::chrono::nanoseconds;
 
-  /// Smallest call (input bytes) the tuner chooses for; below it the two-phase path.
+  /// Smallest call (input bytes) the tuner chooses for; below it the slots.
   static constexpr std::size_t kMinBytes = 32 * 1024;
   /// Timed calls of each path per round.
   static constexpr int kTrials = 5;
   /// Calls of a class between the first round and the second: the first runs on buffers and
   /// caches the job has just begun to use (the single copy's 16 MiB calls were still 25 %
   /// slower than back to back after 5), the second on warm ones.
-  static constexpr std::uint32_t kFirstRetune = 64;
+  static constexpr std::uint32_t kFirstRetune = 16;
   /// Calls of a class between the end of a later round and the start of the next.
   static constexpr std::uint32_t kRetuneEvery = 4096;
 
   enum class Path : std::uint8_t {
-    two_phase,    ///< this call takes the two-phase path (no address exchange)
+    slots,        ///< through the shm slots: one-shot or two-phase (no address exchange)
     single_copy,  ///< this call asks for the single copy
     decide,       ///< the address exchange carries this rank's vote(); the votes decide
   };
   struct Plan {
-    Path path = Path::two_phase;
+    Path path = Path::slots;
     bool timed = false;  ///< report the call's time through took()
     bool trial = false;  ///< part of a round (timed or not): the path is the round's, not asked
   };
   /// A rank's fastest timed call of each path in the round (0: none).
   struct Vote {
-    std::uint64_t two_phase_ns = 0, single_copy_ns = 0;
+    std::uint64_t slots_ns = 0, single_copy_ns = 0;
   };
 
   /// What the next call of `bytes` does (advances the class's count).
@@ -66,7 +68,7 @@ class CopyTuner {
   /// The deciding call's outcome (every rank's is the same: single_copy_wins of all votes).
   void decided(std::size_t bytes, bool single_copy) noexcept;
   /// Some rank cannot reach some peer's memory (the exchange said so on every rank): the
-  /// two-phase path for every size from now on.
+  /// slots for every size from now on.
   void unavailable() noexcept { available_ = false; }
   bool available() const noexcept { return available_; }
 
@@ -81,7 +83,7 @@ class CopyTuner {
     std::uint32_t rounds = 0;  ///< rounds decided (counted to 2: the first and the others)
     bool decided = false;
     bool single_copy = false;
-    std::array<Ns, kTrials> two_phase{}, single{};
+    std::array<Ns, kTrials> slots{}, single{};
   };
   static int class_of(std::size_t bytes) noexcept;
   Class classes_[kClasses];

@@ -38,15 +38,26 @@ bool CommunicatorImpl::reaches_every_peer_memory() const noexcept {
   return all_peers_shm_;
 }
 
+bool CommunicatorImpl::copy_tuned(std::size_t bytes) const noexcept {
+  return all_peers_shm_ && algo_ == AllreduceAlgo::automatic &&
+         bytes >= coll::CopyTuner::kMinBytes && copy_tuners_[0].available();
+}
+
 void CommunicatorImpl::reduce_large(const std::byte* in, std::byte* out, std::size_t count,
                                     DType dtype, ReduceOp op, bool gather) {
   using Path = coll::CopyTuner::Path;
   const std::size_t bytes = count * dtype_size(dtype);
+  const auto through_slots = [&] {
+    if (gather && algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_)
+      allreduce_one_shot(in, out, count, dtype, op);
+    else
+      allreduce_two_phase(in, out, count, dtype, op, gather);
+  };
   if (!all_peers_shm_ || (algo_ != AllreduceAlgo::automatic && algo_ != AllreduceAlgo::single_copy))
-    return allreduce_two_phase(in, out, count, dtype, op, gather);
+    return through_slots();
   if (algo_ == AllreduceAlgo::single_copy) {
     if (allreduce_single_copy(in, out, count, dtype, op, gather, {true, {}}) != CopyOutcome::copied)
-      allreduce_two_phase(in, out, count, dtype, op, gather);
+      through_slots();
     return;
   }
   coll::CopyTuner& tuner = copy_tuners_[gather ? 0 : 1];
@@ -60,8 +71,9 @@ void CommunicatorImpl::reduce_large(const std::byte* in, std::byte* out, std::si
     outcome = allreduce_single_copy(in, out, count, dtype, op, gather, {false, tuner.vote(bytes)});
   else if (!plan.trial && tuner.available() && bytes >= single_copy_min_)
     outcome = allreduce_single_copy(in, out, count, dtype, op, gather, {wants_single_copy(), {}});
-  if (outcome != CopyOutcome::copied) allreduce_two_phase(in, out, count, dtype, op, gather);
-  if (outcome == CopyOutcome::unreachable) tuner.unavailable();
+  if (outcome != CopyOutcome::copied) through_slots();
+  if (outcome == CopyOutcome::unreachable)
+    for (coll::CopyTuner& t : copy_tuners_) t.unavailable();
   if (plan.path == Path::decide) tuner.decided(bytes, outcome == CopyOutcome::copied);
   if (plan.timed) tuner.took(bytes, std::chrono::steady_clock::now() - t0);
 }

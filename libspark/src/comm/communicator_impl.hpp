@@ -205,8 +205,11 @@ class CommunicatorImpl {
                           ReduceOp op);
   void allreduce_two_phase(const std::byte* in, std::byte* out, std::size_t count, DType dtype,
                            ReduceOp op, bool gather);
-  /// The large allreduce (gather) or reduce_scatter past the one-shot: the single copy or the
-  /// two-phase path, as the algorithm setting or (automatic, every peer over shm) the copy
+  /// Whether the copy tuner chooses the path of an allreduce or reduce_scatter of `bytes`:
+  /// automatic, every peer over shm and reachable, from CopyTuner::kMinBytes.
+  bool copy_tuned(std::size_t bytes) const noexcept;
+  /// The allreduce (gather) or reduce_scatter the one-shot does not take: the single copy or
+  /// the slots (one-shot or two-phase), as the algorithm setting or (copy_tuned) the copy
   /// tuner says. Every rank plans alike (coll/copy_tuner.hpp), so all of them enter
   /// allreduce_single_copy's address exchange or none.
   void reduce_large(const std::byte* in, std::byte* out, std::size_t count, DType dtype,

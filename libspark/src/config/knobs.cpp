@@ -98,11 +98,11 @@ constexpr Knob kKnobs[] = {
      KnobType::string, KnobOrigin::user, 0, 0, {}, &fill<&CommOptions::data_net>},
     {"SPARK_SHM_CMA", "on|off", "on",
      "Cross-memory attach between the ranks of a node (process_vm_readv/writev, tested on every "
-     "peer at start-up): the single-copy allreduce and reduce_scatter from 4 MiB where the "
-     "machine has more of the job's ranks than CPUs and their waits block (else two-phase: "
-     "faster on this machine, docs/collectives.md). off: this "
-     "rank reads and writes no peer's memory, and the large allreduces of every communicator it "
-     "is in take the two-phase path through the shm slots (the ranks agree per call). To "
+     "peer at start-up): the single-copy allreduce and reduce_scatter from 32 KiB where the "
+     "ranks' timings of both paths chose it (each size's first calls try both; "
+     "docs/collectives.md, \"Chosen from what the machine measures\"). off: this "
+     "rank reads and writes no peer's memory, and the allreduces of every communicator it "
+     "is in go through the shm slots (one-shot or two-phase; the ranks agree). To "
      "compare the two paths, or where a sandbox must not see cross-process copies.",
      KnobType::choice, KnobOrigin::user, 0, 0, "on|off", &fill<&CommOptions::shm_cma>},
     {"SPARK_SHM_PTRACER", "parent|off", "parent",

@@ -6,6 +6,7 @@
 #   settings_differ.sh SPARKRUN FAULT_STREAM
 set -u
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/free_port.sh"
 sparkrun=$1 prog=$2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
@@ -46,7 +47,7 @@ n=$(grep -c "settings differ between ranks: SPARK_TCP_LANES=2 on rank 0, 3 on ra
 [ "$n" -eq 2 ] || fail "raise: $n ranks reported the difference, expected both"
 
 # Without a launcher (the environment rendezvous): rank 0 reports, rank 1 fails at once too.
-port=$(( 20000 + $$ % 20000 ))
+port=$(free_port) || fail "no free TCP port for the environment rendezvous"
 t0=$(now_ms)
 env -u PMIX_RANK SPARK_RANK=0 SPARK_SIZE=2 SPARK_RENDEZVOUS=127.0.0.1:$port SPARK_TRANSPORT=tcp \
   timeout 60 "$prog" healthy 3 >"$out.0" 2>&1 &

@@ -14,6 +14,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/free_port.sh"
 cache=${SPARK_VM_CACHE:-/var/cache/sparkrun/vm}
 work=""
 timeout_s=300
@@ -51,21 +52,11 @@ t0=$(date +%s)
 initrd=$("$here/vm_run.sh" --cache "$cache" --work "$work/1" --lanes 0 --build-only "${pass[@]}" "$script") ||
   exit 4
 
-# A free loopback port per link (qemu's listen fails on a taken one: pick again), below the
-# kernel's ephemeral range: a port there may be any connection's local end, which no listener
-# check sees (a fresh-clone run lost rdma.vm_pair to "Address already in use" on 34070, inside
-# 32768-60999, while other tests ran beside it). Any socket on the port counts as taken.
-read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range
-hi=$(( eph_lo > 21000 ? eph_lo : 40000 ))
+# A free loopback port per link (qemu's listen fails on a taken one; tests/lib/free_port.sh).
 ports=()
 for _ in "${pairs[@]}"; do
-  for _ in $(seq 50); do
-    p=$((20000 + RANDOM % (hi - 20000)))
-    if ! ss -Htan "sport = :$p" | grep -q . && [[ " ${ports[*]} " != *" $p "* ]]; then
-      ports+=("$p")
-      break
-    fi
-  done
+  p=$(free_port "${ports[@]}") || break
+  ports+=("$p")
 done
 [[ ${#ports[@]} -eq ${#pairs[@]} ]] || { echo "vm_mesh: no free loopback port" >&2; exit 4; }
 

@@ -34,6 +34,7 @@ mkdir -p "$2"
 dir=$(cd "$2" && pwd)
 shift 2
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+. "$(dirname "$self")/../lib/free_port.sh"
 run=""
 [[ -s "$dir/run.path" ]] && run=$(cat "$dir/run.path")
 
@@ -50,17 +51,6 @@ ensure_packages() {
     apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$dir/apt.log" 2>&1 ||
       { tail -20 "$dir/apt.log" >&2; die "apt-get install ${missing[*]} failed"; }
   }
-}
-
-# A TCP port nobody uses, from a range well below the ephemeral ports.
-free_port() {
-  local used port
-  used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u || true)
-  for _ in $(seq 200); do
-    port=$((20000 + RANDOM % 10000))
-    grep -qx "$port" <<<"$used" || { echo "$port"; return 0; }
-  done
-  die "no free TCP port found in 20000-29999"
 }
 
 write_config() {
@@ -263,9 +253,8 @@ start_cluster() {
   rm -f "$dir"/*.log
   local node ctld_port slurmd_port ctld_addr=127.0.0.1 i
   node=$(hostname -s)
-  ctld_port=$(free_port)
-  slurmd_port=$(free_port)
-  [[ "$ctld_port" != "$slurmd_port" ]] || slurmd_port=$((ctld_port + 1))
+  ctld_port=$(free_port) || die "no free TCP port for slurmctld"
+  slurmd_port=$(free_port "$ctld_port") || die "no free TCP port for slurmd"
   setup_netns || { stop_cluster; die "could not create the network namespaces"; }
   # slurmctld listens on every address; the nodes in namespaces reach it on the bridge.
   [[ $multi -gt 0 ]] && ctld_addr="$net_prefix.1"

@@ -369,10 +369,9 @@ TEST(SingleCopy, OneRankWithoutCrossMemoryMakesAllFallBack) {
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
-// An in-place sum of 8 MiB of f32 (past the 4 MiB bound of the single copy) whose element i is
+// An in-place sum of `count` f32 (default 8 MiB, past single_copy_min_) whose element i is
 // (i % 97) + rank on every rank; returns how many elements came out wrong.
-std::size_t wrong_in_large_rank_sum(CommunicatorImpl& comm) {
-  const std::size_t count = 2u << 20;
+std::size_t wrong_in_large_rank_sum(CommunicatorImpl& comm, std::size_t count = 2u << 20) {
   const int n = comm.size();
   std::vector<float> v(count);
   for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 97) + comm.rank());
@@ -388,7 +387,7 @@ std::size_t wrong_in_large_rank_sum(CommunicatorImpl& comm) {
 // (here told to; on a machine it finds contended, the same) takes every rank along.
 TEST(SingleCopy, OneRankThatWantsItTakesEveryRankAlong) {
   RankSpec spec;
-  spec.size = 3;
+  spec.size = 2;  // a CPU each on 2 CPUs: no rank asks on its own for contended CPUs
   spec.transport = "shm";
   auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
     int errors = 0;
@@ -422,9 +421,12 @@ TEST(SingleCopy, AutomaticTimesBothPathsAndEveryRankTakesTheSame) {
     int errors = 0;
     if (!every_rank(comm, comm.reaches_every_peer_memory())) return kRankSkip;
     constexpr std::uint64_t kBlock = coll::CopyTuner::kTrials + 1;
+    // 1 MiB: below single_copy_min_, so no rank asks for the copy for contended CPUs (under
+    // taskset or on a busy machine that made calls after the round copies on one rank's say).
+    constexpr std::size_t kCount = 256 * 1024;
     std::size_t wrong = 0;
     for (std::uint64_t i = 0; i < 2 * kBlock; ++i) {
-      wrong += wrong_in_large_rank_sum(comm);
+      wrong += wrong_in_large_rank_sum(comm, kCount);
       const std::uint64_t want = i < kBlock ? 0 : i + 1 - kBlock;
       RANK_CHECK(comm.single_copy_calls() == want,
                  "rank %d, call %llu: %llu single copies, not %llu", rank,
@@ -432,7 +434,7 @@ TEST(SingleCopy, AutomaticTimesBothPathsAndEveryRankTakesTheSame) {
                  static_cast<unsigned long long>(comm.single_copy_calls()),
                  static_cast<unsigned long long>(want));
     }
-    for (std::uint64_t i = 0; i < 5; ++i) wrong += wrong_in_large_rank_sum(comm);
+    for (std::uint64_t i = 0; i < 5; ++i) wrong += wrong_in_large_rank_sum(comm, kCount);
     RANK_CHECK(wrong == 0, "%zu wrong elements", wrong);
     const std::uint64_t after = comm.single_copy_calls() - kBlock;
     RANK_CHECK(after == 0 || after == 5,
@@ -443,8 +445,40 @@ TEST(SingleCopy, AutomaticTimesBothPathsAndEveryRankTakesTheSame) {
                "the ranks took different paths after the round");
     comm.set_allreduce_algo(AllreduceAlgo::single_copy);
     const std::uint64_t before = comm.single_copy_calls();
-    RANK_CHECK(wrong_in_large_rank_sum(comm) == 0, "forced single copy: wrong elements");
+    RANK_CHECK(wrong_in_large_rank_sum(comm, kCount) == 0, "forced single copy: wrong elements");
     RANK_CHECK(comm.single_copy_calls() == before + 1, "the forced call was no single copy");
+    return errors == 0 ? 0 : 1;
+  });
+  if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// The deciding call counts every rank's vote: rank 0's own timings favour the slots (10 vs
+// 20 us), rank 1's the single copy (40 vs 5 us); together the single copy (25 < 50 us), so
+// both ranks take it. A rank that went by its own vote alone would take the slots while its
+// peer copies (a mismatch failure).
+TEST(SingleCopy, EveryRanksVoteDecides) {
+  RankSpec spec;
+  spec.size = 2;
+  spec.transport = "shm";
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    int errors = 0;
+    if (!every_rank(comm, comm.reaches_every_peer_memory())) return kRankSkip;
+    constexpr std::size_t kCount = 256 * 1024, kBytes = kCount * sizeof(float);  // 1 MiB
+    coll::CopyTuner& tuner = comm.copy_tuner(true);
+    // The round with made-up times; until decided() every plan is the deciding call, so the
+    // allreduce below is it.
+    for (coll::CopyTuner::Plan p; (p = tuner.plan(kBytes)).path != coll::CopyTuner::Path::decide;) {
+      const bool slots = p.path == coll::CopyTuner::Path::slots;
+      if (p.timed)
+        tuner.took(kBytes,
+                   std::chrono::microseconds(rank == 0 ? (slots ? 10 : 20) : (slots ? 40 : 5)));
+    }
+    RANK_CHECK(wrong_in_large_rank_sum(comm, kCount) == 0, "wrong elements");
+    RANK_CHECK(comm.single_copy_calls() == 1, "rank %d: %llu single copies, not 1", rank,
+               static_cast<unsigned long long>(comm.single_copy_calls()));
+    RANK_CHECK(tuner.plan(kBytes).path == coll::CopyTuner::Path::single_copy,
+               "rank %d: the call after the decision is no single copy", rank);
     return errors == 0 ? 0 : 1;
   });
   if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;

@@ -53,6 +53,18 @@ TEST(CopyTuner, TheVoteIsEachPathsFastestCall) {
   EXPECT_EQ(t.vote(k256K).single_copy_ns, 25000u);
 }
 
+TEST(CopyTuner, APathWithoutATimedCallGivesNoVote) {
+  CopyTuner t;
+  for (int i = 0; i < 2 * kBlock; ++i) {
+    const CopyTuner::Plan p = t.plan(k256K);
+    if (p.timed && p.path == Path::slots) t.took(k256K, microseconds(30));  // none for the copy
+  }
+  ASSERT_EQ(t.plan(k256K).path, Path::decide);
+  EXPECT_EQ(t.vote(k256K).slots_ns, 30000u);
+  EXPECT_EQ(t.vote(k256K).single_copy_ns, 0u);
+  EXPECT_FALSE(CopyTuner::single_copy_wins({t.vote(k256K), t.vote(k256K)}));
+}
+
 TEST(CopyTuner, SingleCopyWinsWhenEveryRankVotedAndTheRanksTogetherSaySo) {
   using V = CopyTuner::Vote;
   EXPECT_TRUE(CopyTuner::single_copy_wins({V{30, 20}, V{31, 19}}));

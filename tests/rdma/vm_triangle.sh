@@ -217,6 +217,33 @@ probe_fails() {
   fi
 }
 
+# 7b. The same in a 3-rank job: ranks 1 and 2 have tcp for their pair and roce for rank 0,
+#     rank 0 roce alone. Ranks on good links wait for the others' probe of the dead one (they
+#     gave up on them just before: "did not answer on its liveness connection"), and every
+#     rank cuts messages into the same pieces (tcp's slots are smaller than roce's, so rank 0's
+#     own transports said 256 KiB, the others' 64 KiB: a mismatch at the first 1 MiB call).
+probe_fails_three() {
+  tc=/usr/sbin/tc
+  if [ $node -eq 3 ]; then
+    $tc qdisc add dev eth1 clsact &&
+      $tc filter add dev eth1 egress protocol ip u32 match ip protocol 17 0xff \
+        match ip dport 4791 0xffff action drop || return 1
+  fi
+  job3 29570 SPARKNET_ROCE_TIMEOUT_MS=3000 SPARK_LOG=info:wireup allreduce_perf -b 1M -e 4M \
+    -f 4 -n 2 -w 1 >/tmp/p3.out 2>&1
+  rc=$?
+  [ $node -eq 3 ] && $tc qdisc del dev eth1 clsact
+  cat /tmp/p3.out
+  [ $rc -eq 0 ] || return 1
+  case $node in
+    1) awk '$1 == 4194304 && $9 == 0 { ok = 1 } END { exit !ok }' /tmp/p3.out ||
+         { echo "no 4 MiB row without wrong elements (rank 0 prints the table)"; return 1; }
+       ! grep -q "wireup: rank 0 -> rank .: tcp" /tmp/p3.out || { echo "rank 0 on tcp"; return 1; } ;;
+    2) expect "wireup: rank 1 -> rank 2: tcp [vm2 -> vm3: tcp, every RDMA WRITE probe failed" /tmp/p3.out || return 1 ;;
+    3) expect "wireup: rank 2 -> rank 1: tcp [vm3 -> vm2: tcp, every RDMA WRITE probe failed" /tmp/p3.out || return 1 ;;
+  esac
+}
+
 run peer_up reachable $neighbours
 [ $failed -eq 0 ] || exit 1
 run triangle_default_roce default_roce
@@ -227,4 +254,5 @@ run triangle_cable_down cable_down
 if [ -x /bin/spark_doctor_probe ]; then run triangle_doctor_roce_lanes doctor_roce_lanes; fi
 run triangle_no_rdma_lane_tcp no_rdma_lane
 run triangle_probe_fails_tcp probe_fails
+run triangle_probe_fails_three_ranks probe_fails_three
 exit $failed

@@ -9,8 +9,9 @@ namespace spark {
 
 enum class DType : std::uint8_t { f32, f64, f16, bf16, i32, i64, u8 };
 enum class ReduceOp : std::uint8_t { sum, prod, min, max, avg };
-/// Allreduce algorithm (automatic picks by size; the others are for measurements).
-/// single_copy falls back to two_phase where a rank cannot reach every peer's memory.
+/// Allreduce algorithm (automatic picks by size and, on one node, by the ranks' timings of the
+/// paths: coll/copy_tuner.hpp; the others are for measurements). single_copy falls back to the
+/// slots (one-shot or two-phase) where a rank cannot reach every peer's memory.
 enum class AllreduceAlgo : std::uint8_t { automatic, one_shot, two_phase, single_copy };
 
 /// Size of one element in bytes.

@@ -83,9 +83,14 @@ class CopyTuner {
     std::uint32_t rounds = 0;  ///< rounds decided (counted to 2: the first and the others)
     bool decided = false;
     bool single_copy = false;
-    std::array<Ns, kTrials> slots{}, single{};
+    std::array<Ns, kTrials> slots = untimed(), single = untimed();
   };
   static int class_of(std::size_t bytes) noexcept;
+  static constexpr std::array<Ns, kTrials> untimed() noexcept {
+    std::array<Ns, kTrials> a{};
+    a.fill(Ns::max());  // a trial without took(): no time, never the fastest
+    return a;
+  }
   Class classes_[kClasses];
   bool available_ = true;
 };

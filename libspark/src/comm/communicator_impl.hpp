@@ -275,7 +275,8 @@ class CommunicatorImpl {
 
   void wire_up();  // comm/wireup.cpp
   /// Peers no RDMA WRITE probe reached (auto): over tcp instead, with rank 0's note.
-  void fall_back_to_tcp(const transport::Setup& base, std::chrono::milliseconds join);
+  /// Whether some pair of the job fell back (the same answer on every rank).
+  bool fall_back_to_tcp(const transport::Setup& base, std::chrono::milliseconds join);
   /// A sub-communicator of `parent` over `members` (world ranks, in rank order); comm/split.cpp.
   CommunicatorImpl(CommunicatorImpl& parent, std::vector<int> members, int rank, std::string path,
                    std::string label, std::string name);

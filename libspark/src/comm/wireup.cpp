@@ -17,10 +17,14 @@
 #include "comm/settings_digest.hpp"
 #include "log/log.hpp"
 #include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
 #include "transport/registry.hpp"
 
 namespace spark {
 namespace {
+
+// Where a rank publishes the smallest slot of its transports (bytes, decimal).
+constexpr const char* kSlotKey = "spark.slot";
 
 // Every rank reads every rank's settings record after the same fence, so every rank reaches the
 // same verdict here; a difference ends the job now, naming the setting, instead of hanging in a
@@ -93,9 +97,9 @@ std::string rank_list(const std::vector<int>& ranks) {
 // The lost peers get a tcp instance of their own (Setup::fallback): the job's tcp transport,
 // where there is one, is connected already and may have taken the fabric map's fence, which
 // the ranks of a fallback pair alone cannot take again.
-void CommunicatorImpl::fall_back_to_tcp(const transport::Setup& base,
+bool CommunicatorImpl::fall_back_to_tcp(const transport::Setup& base,
                                         std::chrono::milliseconds join) {
-  if (!transport::may_fall_back(base)) return;
+  if (!transport::may_fall_back(base)) return false;
   std::vector<std::pair<int, std::string>> lost;  // (peer, why), by peer
   for (auto& t : transports_)
     for (auto& peer : t->unreachable()) lost.push_back(std::move(peer));
@@ -122,7 +126,7 @@ void CommunicatorImpl::fall_back_to_tcp(const transport::Setup& base,
       at = end + 1;
     }
   }
-  if (!any) return;
+  if (!any) return false;
   transport::Setup s = base;
   s.fallback = true;
   for (const auto& [r, why] : lost) s.peers.push_back(r);
@@ -134,7 +138,7 @@ void CommunicatorImpl::fall_back_to_tcp(const transport::Setup& base,
   }
   boot_->commit();
   fence(*boot_, join, "tcp endpoints of the fallback");
-  if (tcp == nullptr) return;
+  if (tcp == nullptr) return true;
   std::vector<std::string> endpoints(static_cast<std::size_t>(size_));
   for (const auto& [r, why] : lost) {
     endpoints[static_cast<std::size_t>(r)] =
@@ -145,6 +149,7 @@ void CommunicatorImpl::fall_back_to_tcp(const transport::Setup& base,
                                       node_id_, nodes_[static_cast<std::size_t>(r)], why));
   }
   tcp->connect(s, endpoints);
+  return true;
 }
 
 void CommunicatorImpl::wire_up() {
@@ -236,10 +241,25 @@ void CommunicatorImpl::wire_up() {
       log::line(kind.name, fmt::format("set up for ranks {}: endpoint of {} bytes published",
                                        rank_list(it->second), endpoint.size()));
   }
+  // Every rank cuts messages into pieces of one size (a peer's take() checks it): the
+  // smallest slot of any rank's transports, published with the endpoints. Ranks use different
+  // transports where some pairs lack an RDMA lane or fell back to tcp (tcp's slots are
+  // smaller than roce's), so a rank's own transports alone do not say it.
+  std::size_t slot = SIZE_MAX;
+  for (const auto& t : transports_) slot = std::min(slot, t->slot_bytes());
+  boot_->put(kSlotKey, bootstrap::as_bytes(std::to_string(slot)));
   boot_->commit();
   fence(*boot_, join, "endpoints");
-
   piece_ = SIZE_MAX;
+  for (int r = 0; r < size_; ++r) {
+    const std::string text = bootstrap::to_string(boot_->get(r, kSlotKey));
+    std::uint64_t v = 0;
+    if (protocol::parse_unsigned(text, 64, SIZE_MAX, v) != protocol::Integer::ok)
+      throw BootstrapError("wire-up: rank " + std::to_string(r) + " published slot size '" + text +
+                           "' (" + kSlotKey + "); every rank must run the same libspark");
+    piece_ = std::min<std::size_t>(piece_, v);
+  }
+
   for (std::size_t i = 0; i < transports_.size(); ++i) {
     auto& t = *transports_[i];
     std::vector<std::string> endpoints(static_cast<std::size_t>(size_));
@@ -255,9 +275,9 @@ void CommunicatorImpl::wire_up() {
                                       rank_list(setups[i].peers), ms_since(tc), t.slot_bytes()));
     if (auto ring = t.direct_ring(); !ring.empty()) ring_ = std::move(ring);
   }
-  fall_back_to_tcp(base, join);
-  // A message fits every transport's slots, the fallback's too (set_piece_bytes goes no higher).
-  for (const auto& t : transports_) piece_ = std::min(piece_, t->slot_bytes());
+  // Some pair of the job fell back (known alike on every rank): its tcp slots count too. A
+  // message fits every transport's slots (set_piece_bytes goes no higher).
+  if (fall_back_to_tcp(base, join)) piece_ = std::min(piece_, options_.tcp_slot_bytes);
   max_piece_ = piece_;
   all_peers_shm_ = every_peer_over_shm();  // by_peer_ is final here (after the tcp fallback)
   // Every rank connected (and every shm segment mapped) before init returns.

@@ -110,7 +110,7 @@ constexpr Knob kKnobs[] = {
      "other's memory, so the single copy would be off. parent: each rank declares its parent "
      "(sparkrun, slurmstepd: what started the node's ranks) as its ptracer "
      "(prctl(PR_SET_PTRACER)), which lets exactly that parent's descendants, the job's ranks, "
-     "read it. off: declare nothing (the large allreduces then take the two-phase path). Without "
+     "read it. off: declare nothing (the allreduces then go through the shm slots). Without "
      "Yama, or at another scope, nothing is declared (docs/collectives.md, Yama).",
      KnobType::choice, KnobOrigin::user, 0, 0, "parent|off", &fill<&CommOptions::shm_ptracer>},
     {"SPARK_SPIN_US", "microseconds", "",

@@ -5,11 +5,14 @@
 # beside them). Ports given as arguments count as taken (several picked in a row). Returns 1
 # when none is found in 50 tries.
 free_port() {
-  local lo=20000 eph_lo hi p
-  read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range
-  hi=$((eph_lo > lo + 1000 ? eph_lo : 40000))
+  local lo=20000 eph_lo eph_hi hi p
+  read -r eph_lo eph_hi </proc/sys/net/ipv4/ip_local_port_range
+  hi=$eph_lo
+  # An ephemeral range that starts low: the ports above it instead.
+  ((eph_lo > lo + 1000)) || { lo=$((eph_hi + 1)) hi=65536; }
+  ((hi - lo > 100)) || return 1
   for _ in $(seq 50); do
-    p=$((lo + RANDOM % (hi - lo)))
+    p=$((lo + (RANDOM << 15 | RANDOM) % (hi - lo)))
     [[ " $* " == *" $p "* ]] && continue
     ss -Htan "sport = :$p" | grep -q . && continue
     echo "$p"

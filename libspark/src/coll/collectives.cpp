@@ -56,8 +56,7 @@ void CommunicatorImpl::allreduce(const void* send, void* recv, std::size_t count
     return;
   }
   const std::size_t bytes = count * dtype_size(dtype);
-  if (algo_ == AllreduceAlgo::one_shot ||
-      (algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_ && !copy_tuned(bytes)))
+  if (algo_ == AllreduceAlgo::one_shot || (one_shot_size(bytes) && !copy_tuned(bytes)))
     allreduce_one_shot(in, out, count, dtype, op);
   else
     reduce_large(in, out, count, dtype, op, true);

@@ -48,7 +48,7 @@ void CommunicatorImpl::reduce_large(const std::byte* in, std::byte* out, std::si
   using Path = coll::CopyTuner::Path;
   const std::size_t bytes = count * dtype_size(dtype);
   const auto through_slots = [&] {
-    if (gather && algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_)
+    if (gather && one_shot_size(bytes))
       allreduce_one_shot(in, out, count, dtype, op);
     else
       allreduce_two_phase(in, out, count, dtype, op, gather);

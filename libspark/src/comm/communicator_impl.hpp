@@ -208,6 +208,10 @@ class CommunicatorImpl {
   /// Whether the copy tuner chooses the path of an allreduce or reduce_scatter of `bytes`:
   /// automatic, every peer over shm and reachable, from CopyTuner::kMinBytes.
   bool copy_tuned(std::size_t bytes) const noexcept;
+  /// The automatic choice's size rule for the one-shot allreduce (one_shot_max_).
+  bool one_shot_size(std::size_t bytes) const noexcept {
+    return algo_ == AllreduceAlgo::automatic && bytes <= one_shot_max_;
+  }
   /// The allreduce (gather) or reduce_scatter the one-shot does not take: the single copy or
   /// the slots (one-shot or two-phase), as the algorithm setting or (copy_tuned) the copy
   /// tuner says. Every rank plans alike (coll/copy_tuner.hpp), so all of them enter

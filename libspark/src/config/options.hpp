@@ -37,15 +37,8 @@ struct CommOptions {
   std::size_t shm_slot_bytes = 256 * 1024;
   bool shm_cma = true;  ///< SPARK_SHM_CMA: cross-memory attach to the node's peers (single copy)
   bool shm_ptracer = true;  ///< SPARK_SHM_PTRACER=parent: declare the parent under Yama scope 1
-  /// tcp: 8 slots of 256 KiB. 32 of 64 KiB were faster on loopback (16 MiB 6.8-7.0 vs
-  /// 8.2-9.5 ms, 2 Dec 16:50 UTC: the pieces stay in cache between the kernel's copy and the
-  /// fold) but made fabric.netns.ring fail 1 run in 10 next to two `yes` (a relayed peer saw
-  /// "connection closed" in the final barrier; 0 in 12 with these), cause not found: see
-  /// docs/status.md, tenth session.
   std::size_t tcp_slot_bytes = 256 * 1024;
-  std::size_t tcp_slots = 8;
-  std::size_t roce_slot_bytes = 256 * 1024;
-  std::size_t slots = 8;                  ///< shm and roce
+  std::size_t slots = 8;
   std::optional<std::string> trace_path;  ///< SPARK_TRACE
   /// The knob rows of scope job (config.hpp, KnobScope) as NAME, value ("" = unset), in table
   /// order: what the wire-up compares across ranks (comm/settings_digest.hpp).

@@ -382,6 +382,32 @@ std::size_t wrong_in_large_rank_sum(CommunicatorImpl& comm, std::size_t count = 
   return wrong;
 }
 
+// The automatic choice with one rank that reads no peer's memory (SPARK_SHM_CMA=off): the
+// round's first single-copy turn finds it in the address exchange, on every rank in the same
+// call, and every call after it goes through the slots with the right numbers.
+TEST(SingleCopy, AutomaticChoiceWithoutCrossMemoryStaysOnTheSlots) {
+  RankSpec spec;
+  spec.size = 2;
+  spec.transport = "shm";
+  spec.per_rank_env = [](int rank, std::map<std::string, std::string>& env) {
+    if (rank == 1) env["SPARK_SHM_CMA"] = "off";
+  };
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
+    int errors = 0;
+    if (!every_rank(comm, rank == 1 || comm.reaches_every_peer_memory())) return kRankSkip;
+    constexpr std::size_t kCount = 256 * 1024;  // 1 MiB: a tuned size
+    std::size_t wrong = 0;
+    for (int i = 0; i < 4 * (coll::CopyTuner::kTrials + 1); ++i)
+      wrong += wrong_in_large_rank_sum(comm, kCount);
+    RANK_CHECK(wrong == 0, "%zu wrong elements", wrong);
+    RANK_CHECK(comm.single_copy_calls() == 0, "rank %d: %llu single copies without cross memory",
+               rank, static_cast<unsigned long long>(comm.single_copy_calls()));
+    return errors == 0 ? 0 : 1;
+  });
+  if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
 // Where the tuner chose the two-phase path, large calls (from 4 MiB) still ask in the address
 // exchange whether a rank wants the single copy for its contended CPUs: one rank that asks
 // (here told to; on a machine it finds contended, the same) takes every rank along.

@@ -30,13 +30,15 @@ std::uint64_t fastest_ns(const std::array<CopyTuner::Ns, CopyTuner::kTrials>& v)
 
 }  // namespace
 
+// (2^(k-1), 2^k]: a power of two tops its class, so 64 KiB (the one-shot's largest on 2 ranks)
+// is tuned with 33-63 KiB, which take the one-shot too, and not with 65-127 KiB (two-phase).
 int CopyTuner::class_of(std::size_t bytes) noexcept {
-  const int c = static_cast<int>(std::bit_width(bytes)) - std::bit_width(kMinBytes);
+  const int c = static_cast<int>(std::bit_width(bytes - 1)) - std::bit_width(kMinBytes - 1);
   return std::clamp(c, 0, kClasses - 1);
 }
 
 CopyTuner::Plan CopyTuner::plan(std::size_t bytes) noexcept {
-  if (!available_ || bytes < kMinBytes) return {};
+  if (bytes < kMinBytes) return {};
   Class& c = classes_[class_of(bytes)];
   const std::uint32_t call = c.calls++;
   if (c.decided) {
@@ -54,7 +56,7 @@ CopyTuner::Plan CopyTuner::plan(std::size_t bytes) noexcept {
 }
 
 void CopyTuner::took(std::size_t bytes, Ns took) noexcept {
-  if (!available_ || bytes < kMinBytes) return;
+  if (bytes < kMinBytes) return;
   Class& c = classes_[class_of(bytes)];
   const std::uint32_t call = c.calls - 1;  // the call plan() answered last
   if (c.decided || call >= 2 * kBlock || call % kBlock == 0) return;

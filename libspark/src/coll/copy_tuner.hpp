@@ -67,11 +67,6 @@ class CopyTuner {
   Vote vote(std::size_t bytes) const noexcept;
   /// The deciding call's outcome (every rank's is the same: single_copy_wins of all votes).
   void decided(std::size_t bytes, bool single_copy) noexcept;
-  /// Some rank cannot reach some peer's memory (the exchange said so on every rank): the
-  /// slots for every size from now on.
-  void unavailable() noexcept { available_ = false; }
-  bool available() const noexcept { return available_; }
-
   /// The rule every rank applies to the n votes: the single copy when every rank voted and the
   /// ranks' fastest calls add up to less for it.
   static bool single_copy_wins(const std::vector<Vote>& votes) noexcept;
@@ -92,7 +87,6 @@ class CopyTuner {
     return a;
   }
   Class classes_[kClasses];
-  bool available_ = true;
 };
 
 }  // namespace spark::coll

@@ -40,7 +40,7 @@ bool CommunicatorImpl::reaches_every_peer_memory() const noexcept {
 
 bool CommunicatorImpl::copy_tuned(std::size_t bytes) const noexcept {
   return all_peers_shm_ && algo_ == AllreduceAlgo::automatic &&
-         bytes >= coll::CopyTuner::kMinBytes && copy_tuners_[0].available();
+         bytes >= coll::CopyTuner::kMinBytes && peer_memory_reachable_;
 }
 
 void CommunicatorImpl::reduce_large(const std::byte* in, std::byte* out, std::size_t count,
@@ -60,6 +60,7 @@ void CommunicatorImpl::reduce_large(const std::byte* in, std::byte* out, std::si
       through_slots();
     return;
   }
+  if (!peer_memory_reachable_) return through_slots();
   coll::CopyTuner& tuner = copy_tuners_[gather ? 0 : 1];
   const coll::CopyTuner::Plan plan = tuner.plan(bytes);
   const auto t0 =
@@ -69,11 +70,11 @@ void CommunicatorImpl::reduce_large(const std::byte* in, std::byte* out, std::si
     outcome = allreduce_single_copy(in, out, count, dtype, op, gather, {true, {}});
   else if (plan.path == Path::decide)
     outcome = allreduce_single_copy(in, out, count, dtype, op, gather, {false, tuner.vote(bytes)});
-  else if (!plan.trial && tuner.available() && bytes >= single_copy_min_)
+  else if (!plan.trial && bytes >= single_copy_min_)
     outcome = allreduce_single_copy(in, out, count, dtype, op, gather, {wants_single_copy(), {}});
   if (outcome != CopyOutcome::copied) through_slots();
-  if (outcome == CopyOutcome::unreachable)
-    for (coll::CopyTuner& t : copy_tuners_) t.unavailable();
+  // Every rank learnt it in the same exchange: the slots for every size from now on.
+  if (outcome == CopyOutcome::unreachable) peer_memory_reachable_ = false;
   if (plan.path == Path::decide) tuner.decided(bytes, outcome == CopyOutcome::copied);
   if (plan.timed) tuner.took(bytes, std::chrono::steady_clock::now() - t0);
 }

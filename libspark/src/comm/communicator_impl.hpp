@@ -327,6 +327,9 @@ class CommunicatorImpl {
   std::size_t single_copy_min_ = 4 << 20;
   /// The automatic choice of the large path, per collective (allreduce, reduce_scatter).
   coll::CopyTuner copy_tuners_[2];
+  /// Until a single copy's exchange says some rank cannot reach some peer's memory (every rank
+  /// hears it in the same call): whether the tuners still choose.
+  bool peer_memory_reachable_ = true;
   bool ask_single_copy_ = false;  ///< ask_single_copy()
   /// Every peer of this communicator is reached over shm (one node): set once its transports
   /// are known (end of wire_up; a sub-communicator from its members' transports, split.cpp).

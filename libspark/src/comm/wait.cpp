@@ -111,7 +111,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
         policy.set_load(now.time_since_epoch(), world_->load_sampler_.runnable_others());
     }
     std::string detail;
-    if (t.peer_state(wp, &detail) != transport::PeerState::ok) {
+    if (t.wait_state(wp, kind, &detail) != transport::PeerState::ok) {
       // Data that arrived before the close is still good: look once more.
       for (auto& tr : transports) tr->progress();
       if (ready(ctx)) {

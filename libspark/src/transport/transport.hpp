@@ -175,6 +175,13 @@ class Transport {
   }
   /// Whether the peer is still there; `detail` gets a reason when it is not.
   virtual PeerState peer_state(int peer, std::string* detail) = 0;
+  /// Whether what a wait on `peer` for `kind` needs can still come: the wait point's question.
+  /// A transport with several connections per peer answers for the one the wait depends on
+  /// (tcp: a peer that finished and exited closes all of its connections, and a close on one
+  /// can arrive before the last message on another, above all through a relay).
+  virtual PeerState wait_state(int peer, WaitKind /*kind*/, std::string* detail) {
+    return peer_state(peer, detail);
+  }
 
   // --- single copy (optional): reading and writing the peer process's memory ---------------
   /// True when this process can copy straight from and into the peer's address space (shm

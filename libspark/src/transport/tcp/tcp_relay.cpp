@@ -188,11 +188,12 @@ void TcpRelay::run() noexcept {
         }
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (w < 0 && errno == EINTR) continue;
-        // The destination side is gone: drop, and end the source side too so its rank sees
-        // the connection close (fail-stop propagates through the relay).
+        // The destination side is gone: drop what it was sent. Its rank sees the close
+        // through the other direction, which reads the end of this connection and passes the
+        // FIN on after the bytes it still holds (a shutdown of `from` here would throw those
+        // away: a finished rank's last message to a peer that is still waiting).
         d.dead = true;
         d.head = d.tail = 0;
-        ::shutdown(d.from, SHUT_RDWR);
         last_move = t;
       }
       if (d.head == d.tail) {

@@ -679,10 +679,12 @@ void TcpTransport::block(int, WaitKind, std::chrono::microseconds max) {
     // mailbox that we have not credited yet (frames still on their way wake this ppoll, and
     // the next block() looks again). Otherwise they ride on our next data frame: a credit
     // frame here cost a system call and woke a blocked peer for nothing, once per message.
+    // A closed connection is left out (it would wake the ppoll at once, for good): the wait
+    // point asks wait_state whether the one it waits on closed.
+    if (c->closed) continue;
     if (c->credits_owed > 0 &&
         c->rx_filled - (c->rx_consumed - c->credits_owed) + (c->rx_got > 0 ? 1 : 0) >= opt_.slots)
       owe_credits(*c, true);
-    if (c->closed) return;
     fds.push_back({c->fd, static_cast<short>(POLLIN | (c->queue.empty() ? 0 : POLLOUT)), 0});
   }
   timespec ts{static_cast<time_t>(max.count() / 1000000),
@@ -690,16 +692,30 @@ void TcpTransport::block(int, WaitKind, std::chrono::microseconds max) {
   ::ppoll(fds.data(), fds.size(), &ts, nullptr);
 }
 
+namespace {
+
+PeerState closed_state(const std::string& why, int q, int lane, const std::string& name,
+                       const std::string& via, std::string* detail) {
+  if (detail != nullptr)
+    *detail = why + " (rank " + std::to_string(q) + ", connection " + std::to_string(lane) +
+              (name.empty() ? "" : ", lane " + name) + (via.empty() ? "" : ", " + via) + ")";
+  return PeerState::closed;
+}
+
+}  // namespace
+
 PeerState TcpTransport::peer_state(int q, std::string* detail) {
-  for (auto& c : peer(q).lanes) {
-    if (!c.closed) continue;
-    if (detail != nullptr)
-      *detail = c.why + " (rank " + std::to_string(q) + ", lane " +
-                (c.name.empty() ? "tcp:" + std::to_string(c.lane) : c.name) +
-                (c.via.empty() ? "" : ", " + c.via) + ")";
-    return PeerState::closed;
-  }
+  for (auto& c : peer(q).lanes)
+    if (c.closed) return closed_state(c.why, q, c.lane, c.name, c.via, detail);
   return PeerState::ok;
+}
+
+PeerState TcpTransport::wait_state(int q, WaitKind kind, std::string* detail) {
+  if (kind == WaitKind::send_done) return peer_state(q, detail);
+  Peer& p = peer(q);
+  const Conn& c =
+      p.lanes[(kind == WaitKind::data ? p.rx_count : p.tx_count) % p.lanes.size()];
+  return c.closed ? closed_state(c.why, q, c.lane, c.name, c.via, detail) : PeerState::ok;
 }
 
 }  // namespace spark::transport

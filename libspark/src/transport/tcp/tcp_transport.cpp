@@ -458,6 +458,12 @@ std::string TcpTransport::lane_detail(int q, WaitKind kind) const {
   return p.lanes[static_cast<std::size_t>(i)].via;
 }
 
+void TcpTransport::close_connection(int q, int connection) {
+  Conn& c = peer(q).lanes.at(static_cast<std::size_t>(connection));
+  ::shutdown(c.fd, SHUT_RDWR);
+  mark_closed(c, "closed by this rank");
+}
+
 void TcpTransport::mark_closed(Conn& c, const std::string& why) {
   if (!c.closed) {
     c.closed = true;

@@ -108,6 +108,10 @@ class TcpTransport final : public Transport {
                    std::chrono::milliseconds timeout, const TcpFabric* fabric = nullptr);
   /// Bytes this rank's relay forwarded (0 when it relays for nobody).
   std::uint64_t relayed_bytes() const noexcept { return relay_ ? relay_->forwarded() : 0; }
+  /// Closes one connection to `peer` (both directions): what a peer's exit looks like to a
+  /// rank while the close on that connection has arrived and another's last message has not;
+  /// for tests.
+  void close_connection(int peer, int connection);
 
   std::string_view name() const noexcept override { return "tcp"; }
   std::size_t slot_bytes() const noexcept override { return opt_.slot_bytes; }

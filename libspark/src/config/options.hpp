@@ -37,8 +37,15 @@ struct CommOptions {
   std::size_t shm_slot_bytes = 256 * 1024;
   bool shm_cma = true;  ///< SPARK_SHM_CMA: cross-memory attach to the node's peers (single copy)
   bool shm_ptracer = true;  ///< SPARK_SHM_PTRACER=parent: declare the parent under Yama scope 1
-  std::size_t tcp_slot_bytes = 256 * 1024;
-  std::size_t slots = 8;
+  /// tcp: 32 slots of 64 KiB (the same 2 MiB per connection as 8 of 256 KiB). Pieces that
+  /// small stay in cache between the kernel's copy and the fold: 2 ranks over loopback, 16 MiB
+  /// 6.8-7.0 ms vs 8.2-9.5 with 256 KiB pieces (2 Dec 16:50 UTC). Taken back once for a flaky
+  /// fabric.netns.ring, whose cause was a wait failing on another connection's close
+  /// (TcpTransport::wait_state, docs/status.md eleventh session).
+  std::size_t tcp_slot_bytes = 64 * 1024;
+  std::size_t tcp_slots = 32;
+  std::size_t roce_slot_bytes = 256 * 1024;
+  std::size_t slots = 8;  ///< shm and roce
   std::optional<std::string> trace_path;  ///< SPARK_TRACE
   /// The knob rows of scope job (config.hpp, KnobScope) as NAME, value ("" = unset), in table
   /// order: what the wire-up compares across ranks (comm/settings_digest.hpp).

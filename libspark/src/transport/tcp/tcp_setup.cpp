@@ -89,7 +89,7 @@ std::unique_ptr<Transport> make_tcp(const Setup& s) {
   const CommOptions& c = *s.options;
   TcpOptions o;
   o.lanes = c.tcp_lanes;
-  o.slots = c.slots;
+  o.slots = c.tcp_slots;
   o.slot_bytes = c.tcp_slot_bytes;
   o.addr = c.tcp_addr;
   o.data_net = c.data_net;

@@ -30,9 +30,9 @@ namespace spark::transport {
 
 struct TcpOptions {
   int lanes = 2;
-  std::size_t slots = 8;
-  std::size_t slot_bytes = 256 * 1024;
-  std::optional<std::string> addr;  ///< SPARK_TCP_ADDR: listen on / publish this IPv4 only
+  std::size_t slots = 32;              ///< CommOptions::tcp_slots
+  std::size_t slot_bytes = 64 * 1024;  ///< CommOptions::tcp_slot_bytes (why: there)
+  std::optional<std::string> addr;     ///< SPARK_TCP_ADDR: listen on / publish this IPv4 only
   /// SPARK_DATA_NET: publish only interfaces in these subnets, and connect to each peer first
   /// through the address that shares a subnet with one of ours (its cable: per-peer lanes).
   std::string data_net;

@@ -296,7 +296,7 @@ VerbsOptions verbs_options(const CommOptions& c) {
   o.gid_index = c.ib_gid_index;
   o.timeout_ms = c.timeout_ms;
   o.slots = c.slots;
-  o.slot_bytes = c.tcp_slot_bytes;
+  o.slot_bytes = c.roce_slot_bytes;
   o.ports = {c.tcp_ports.first, c.tcp_ports.second};
   return o;
 }

@@ -45,7 +45,7 @@ struct CommOptions {
   std::size_t tcp_slot_bytes = 64 * 1024;
   std::size_t tcp_slots = 32;
   std::size_t roce_slot_bytes = 256 * 1024;
-  std::size_t slots = 8;  ///< shm and roce
+  std::size_t slots = 8;                  ///< shm and roce
   std::optional<std::string> trace_path;  ///< SPARK_TRACE
   /// The knob rows of scope job (config.hpp, KnobScope) as NAME, value ("" = unset), in table
   /// order: what the wire-up compares across ranks (comm/settings_digest.hpp).

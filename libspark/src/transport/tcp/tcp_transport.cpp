@@ -719,8 +719,7 @@ PeerState TcpTransport::peer_state(int q, std::string* detail) {
 PeerState TcpTransport::wait_state(int q, WaitKind kind, std::string* detail) {
   if (kind == WaitKind::send_done) return peer_state(q, detail);
   Peer& p = peer(q);
-  const Conn& c =
-      p.lanes[(kind == WaitKind::data ? p.rx_count : p.tx_count) % p.lanes.size()];
+  const Conn& c = p.lanes[(kind == WaitKind::data ? p.rx_count : p.tx_count) % p.lanes.size()];
   return c.closed ? closed_state(c.why, q, c.lane, c.name, c.via, detail) : PeerState::ok;
 }
 

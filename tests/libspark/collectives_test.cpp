@@ -336,10 +336,25 @@ int check_large_reductions(CommunicatorImpl& c, int& salt, const char* which) {
   return errors;
 }
 
+// An in-place sum of `count` f32 (default 8 MiB, past single_copy_min_) whose element i is
+// (i % 97) + rank on every rank; returns how many elements came out wrong.
+std::size_t wrong_in_large_rank_sum(CommunicatorImpl& comm, std::size_t count = 2u << 20) {
+  const int n = comm.size();
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 97) + comm.rank());
+  comm.allreduce(v.data(), v.data(), count, DType::f32, ReduceOp::sum);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    wrong += v[i] != static_cast<float>(n * static_cast<int>(i % 97) + n * (n - 1) / 2);
+  return wrong;
+}
+
 // The single-copy path falls back as one: rank 1 has SPARK_SHM_CMA=off (it reads and writes no
 // peer's memory), so every rank of the world takes the two-phase path for a large allreduce and
 // reduce_scatter, with the right results; a sub-communicator of ranks 0 and 2, which reach each
 // other, takes the single-copy path (its flag comes from its members' transports alone).
+// The automatic choice then finds it in its first single-copy turn, on every rank in the same
+// call, and stays on the slots with the right numbers.
 TEST(SingleCopy, OneRankWithoutCrossMemoryMakesAllFallBack) {
   RankSpec spec;
   spec.size = 3;
@@ -363,45 +378,13 @@ TEST(SingleCopy, OneRankWithoutCrossMemoryMakesAllFallBack) {
       RANK_CHECK(pair->single_copy_calls() == 2, "ranks 0 and 2: %llu single-copy calls, not 2",
                  static_cast<unsigned long long>(pair->single_copy_calls()));
     }
-    return errors == 0 ? 0 : 1;
-  });
-  if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
-  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
-}
-
-// An in-place sum of `count` f32 (default 8 MiB, past single_copy_min_) whose element i is
-// (i % 97) + rank on every rank; returns how many elements came out wrong.
-std::size_t wrong_in_large_rank_sum(CommunicatorImpl& comm, std::size_t count = 2u << 20) {
-  const int n = comm.size();
-  std::vector<float> v(count);
-  for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 97) + comm.rank());
-  comm.allreduce(v.data(), v.data(), count, DType::f32, ReduceOp::sum);
-  std::size_t wrong = 0;
-  for (std::size_t i = 0; i < count; ++i)
-    wrong += v[i] != static_cast<float>(n * static_cast<int>(i % 97) + n * (n - 1) / 2);
-  return wrong;
-}
-
-// The automatic choice with one rank that reads no peer's memory (SPARK_SHM_CMA=off): the
-// round's first single-copy turn finds it in the address exchange, on every rank in the same
-// call, and every call after it goes through the slots with the right numbers.
-TEST(SingleCopy, AutomaticChoiceWithoutCrossMemoryStaysOnTheSlots) {
-  RankSpec spec;
-  spec.size = 2;
-  spec.transport = "shm";
-  spec.per_rank_env = [](int rank, std::map<std::string, std::string>& env) {
-    if (rank == 1) env["SPARK_SHM_CMA"] = "off";
-  };
-  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
-    int errors = 0;
-    if (!every_rank(comm, rank == 1 || comm.reaches_every_peer_memory())) return kRankSkip;
-    constexpr std::size_t kCount = 256 * 1024;  // 1 MiB: a tuned size
+    comm.set_allreduce_algo(AllreduceAlgo::automatic);
     std::size_t wrong = 0;
     for (int i = 0; i < 4 * (coll::CopyTuner::kTrials + 1); ++i)
-      wrong += wrong_in_large_rank_sum(comm, kCount);
-    RANK_CHECK(wrong == 0, "%zu wrong elements", wrong);
-    RANK_CHECK(comm.single_copy_calls() == 0, "rank %d: %llu single copies without cross memory",
-               rank, static_cast<unsigned long long>(comm.single_copy_calls()));
+      wrong += wrong_in_large_rank_sum(comm, 256 * 1024);  // 1 MiB: a tuned size
+    RANK_CHECK(wrong == 0, "automatic: %zu wrong elements", wrong);
+    RANK_CHECK(comm.single_copy_calls() == 0, "automatic: %llu single copies though rank 1 cannot",
+               static_cast<unsigned long long>(comm.single_copy_calls()));
     return errors == 0 ? 0 : 1;
   });
   if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;

@@ -445,17 +445,19 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
         std::chrono::milliseconds(opt_.timeout_ms), on_relay_failure_, 256 * 1024, relay_timeout_);
 }
 
-std::string TcpTransport::lane_name(int q, WaitKind kind) const {
+const TcpTransport::Conn& TcpTransport::next_conn(int q, WaitKind kind) const {
   const Peer& p = *peers_[static_cast<std::size_t>(q)];
   const std::uint64_t i = (kind == WaitKind::data ? p.rx_count : p.tx_count) % p.lanes.size();
-  const Conn& c = p.lanes[static_cast<std::size_t>(i)];
-  return c.name.empty() ? "tcp:" + std::to_string(i) : c.name;
+  return p.lanes[static_cast<std::size_t>(i)];
+}
+
+std::string TcpTransport::lane_name(int q, WaitKind kind) const {
+  const Conn& c = next_conn(q, kind);
+  return c.name.empty() ? "tcp:" + std::to_string(c.lane) : c.name;
 }
 
 std::string TcpTransport::lane_detail(int q, WaitKind kind) const {
-  const Peer& p = *peers_[static_cast<std::size_t>(q)];
-  const std::uint64_t i = (kind == WaitKind::data ? p.rx_count : p.tx_count) % p.lanes.size();
-  return p.lanes[static_cast<std::size_t>(i)].via;
+  return next_conn(q, kind).via;
 }
 
 void TcpTransport::close_connection(int q, int connection) {
@@ -698,29 +700,24 @@ void TcpTransport::block(int, WaitKind, std::chrono::microseconds max) {
   ::ppoll(fds.data(), fds.size(), &ts, nullptr);
 }
 
-namespace {
-
-PeerState closed_state(const std::string& why, int q, int lane, const std::string& name,
-                       const std::string& via, std::string* detail) {
+PeerState TcpTransport::conn_state(const Conn& c, int q, std::string* detail) {
+  if (!c.closed) return PeerState::ok;
   if (detail != nullptr)
-    *detail = why + " (rank " + std::to_string(q) + ", connection " + std::to_string(lane) +
-              (name.empty() ? "" : ", lane " + name) + (via.empty() ? "" : ", " + via) + ")";
+    *detail = c.why + " (rank " + std::to_string(q) + ", connection " + std::to_string(c.lane) +
+              (c.name.empty() ? "" : ", lane " + c.name) + (c.via.empty() ? "" : ", " + c.via) +
+              ")";
   return PeerState::closed;
 }
 
-}  // namespace
-
 PeerState TcpTransport::peer_state(int q, std::string* detail) {
-  for (auto& c : peer(q).lanes)
-    if (c.closed) return closed_state(c.why, q, c.lane, c.name, c.via, detail);
+  for (const Conn& c : peer(q).lanes)
+    if (c.closed) return conn_state(c, q, detail);
   return PeerState::ok;
 }
 
 PeerState TcpTransport::wait_state(int q, WaitKind kind, std::string* detail) {
-  if (kind == WaitKind::send_done) return peer_state(q, detail);
-  Peer& p = peer(q);
-  const Conn& c = p.lanes[(kind == WaitKind::data ? p.rx_count : p.tx_count) % p.lanes.size()];
-  return c.closed ? closed_state(c.why, q, c.lane, c.name, c.via, detail) : PeerState::ok;
+  return kind == WaitKind::send_done ? peer_state(q, detail)
+                                     : conn_state(next_conn(q, kind), q, detail);
 }
 
 }  // namespace spark::transport

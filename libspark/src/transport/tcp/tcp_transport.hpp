@@ -163,6 +163,10 @@ class TcpTransport final : public Transport {
     std::uint64_t tx_count = 0, rx_count = 0;
   };
   Peer& peer(int rank) { return *peers_[static_cast<std::size_t>(rank)]; }
+  /// The connection of the next message from `rank` (data) or to it (credit, send_done).
+  const Conn& next_conn(int rank, WaitKind kind) const;
+  /// ok, or closed with the connection's reason in `detail`.
+  static PeerState conn_state(const Conn& c, int rank, std::string* detail);
   void flush(Conn& c);
   void read_some(Conn& c);
   void owe_credits(Conn& c, bool all);

@@ -105,6 +105,13 @@ constexpr Knob kKnobs[] = {
      "is in go through the shm slots (one-shot or two-phase; the ranks agree). To "
      "compare the two paths, or where a sandbox must not see cross-process copies.",
      KnobType::choice, KnobOrigin::user, 0, 0, "on|off", &fill<&CommOptions::shm_cma>},
+    {"SPARK_SHM_MEMBARRIER", "on|off", "on",
+     "How a sleeping rank is sure to be woken by the shm message it waits for: on, the rank "
+     "about to sleep pays for the memory barrier (membarrier(2), a few microseconds, only when "
+     "it blocks) and every message is sent without one (~0.1 us of a 1 KiB allreduce); off, "
+     "or where the kernel or a seccomp filter refuses membarrier, every message carries a full "
+     "fence. Both ranks of a pair must have it on for either to use it (they agree at attach).",
+     KnobType::choice, KnobOrigin::user, 0, 0, "on|off", &fill<&CommOptions::shm_membarrier>},
     {"SPARK_SHM_PTRACER", "parent|off", "parent",
      "Where Yama's ptrace_scope is 1 (Ubuntu's default), sibling processes may not read each "
      "other's memory, so the single copy would be off. parent: each rank declares its parent "

@@ -36,7 +36,8 @@ struct CommOptions {
   bool report_failures = true;
   std::size_t shm_slot_bytes = 256 * 1024;
   bool shm_cma = true;  ///< SPARK_SHM_CMA: cross-memory attach to the node's peers (single copy)
-  bool shm_ptracer = true;  ///< SPARK_SHM_PTRACER=parent: declare the parent under Yama scope 1
+  bool shm_membarrier = true;  ///< SPARK_SHM_MEMBARRIER: the sleeper pays the wake-up fence
+  bool shm_ptracer = true;     ///< SPARK_SHM_PTRACER=parent: declare the parent under Yama scope 1
   /// tcp: 32 slots of 64 KiB (the same 2 MiB per connection as 8 of 256 KiB). Pieces that
   /// small stay in cache between the kernel's copy and the fold: 2 ranks over loopback, 16 MiB
   /// 6.8-7.0 ms vs 8.2-9.5 with 256 KiB pieces (2 Dec 16:50 UTC). Taken back once for a flaky

@@ -22,6 +22,7 @@
 #include "spark/error.hpp"
 #include "spark/protocol/number.hpp"
 #include "spark/protocol/shm_segment.hpp"
+#include "transport/shm/heavy_fence.hpp"
 #include "transport/shm/ptracer.hpp"
 
 namespace spark::transport {
@@ -40,6 +41,9 @@ struct alignas(kLine) Control {
   // When the sender woke the sleeping receiver (steady clock, ns; 0: not since the receiver
   // last looked): the receiver's measure of a real wake-up (ShmTransport::take_wake_latency).
   std::atomic<std::int64_t> woken_at_ns{0};
+  // 1: the segment's owner registered for membarrier (heavy_fence.hpp), written before its
+  // endpoint is published and never again; the pair's light path needs both ends' 1.
+  std::atomic<std::uint32_t> owner_membarrier{0};
 };
 static_assert(std::atomic<std::int64_t>::is_always_lock_free);
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -83,6 +87,53 @@ inline void demote_line(const void* p) noexcept {
 #else
   (void)p;
 #endif
+}
+
+// One side of a Dekker pair: store `counter` (head or tail: a release, it hands the slot over),
+// then read whether the peer sleeps on it. Without light fences both accesses are seq_cst (on
+// x86 a locked store that drains the store buffer). With them the peer, before it sleeps, runs
+// a membarrier that fences this CPU too, so only the compiler must keep the two in order.
+bool store_then_check(std::atomic<std::uint32_t>& counter, std::uint32_t value,
+                      std::atomic<std::uint32_t>& peer_waiting, bool light) noexcept {
+  if (light) {
+    counter.store(value, std::memory_order_release);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    return peer_waiting.load(std::memory_order_relaxed) != 0;
+  }
+  counter.store(value, std::memory_order_seq_cst);
+  return peer_waiting.load(std::memory_order_seq_cst) != 0;
+}
+
+// With light fences a sleeper first sleeps this long without the membarrier (it costs ~20 us
+// in a VM, where it interrupts the peer's vCPU): the sender's unfenced store of head can be
+// missed only if it is still in its store buffer when the kernel's futex compare reads head,
+// a system call later, so a wake-up is practically never lost, and if it is, the wait is late
+// by this much at most. A wait longer than this then fences for sure and sleeps on.
+constexpr std::chrono::microseconds kUnfencedSleep{200};
+
+// Sleeps on `counter` while it holds `seen` (`waiting` set around the sleep; the peer that
+// changes `counter` wakes it), at most `max`; returns whether the sleep ended by a wake-up or a
+// change rather than at `max`.
+void sleep_on(std::atomic<std::uint32_t>& counter, std::uint32_t seen,
+              std::atomic<std::uint32_t>& waiting, bool light, std::chrono::microseconds max) {
+  auto futex_wait = [&](std::chrono::microseconds d) {
+    timespec ts{static_cast<time_t>(d.count() / 1000000),
+                static_cast<long>((d.count() % 1000000) * 1000)};
+    return !(futex(&counter, FUTEX_WAIT, seen, &ts) < 0 && errno == ETIMEDOUT);
+  };
+  waiting.store(1, std::memory_order_seq_cst);
+  if (counter.load(std::memory_order_seq_cst) == seen) {
+    bool woken = false;
+    if (light && max > kUnfencedSleep) {
+      woken = futex_wait(kUnfencedSleep);
+      max -= kUnfencedSleep;
+      if (!woken) heavy_fence();
+    } else if (light) {
+      heavy_fence();
+    }
+    if (!woken && counter.load(std::memory_order_seq_cst) == seen) futex_wait(max);
+  }
+  waiting.store(0, std::memory_order_relaxed);
 }
 
 std::string pid_namespace() {
@@ -151,8 +202,11 @@ ShmTransport::ShmTransport(int rank, int size, std::vector<int> node_ranks,
     errno = e;
     fail_errno("mmap(" + name_ + ")");
   }
-  for (std::size_t i = 0; i < node_ranks_.size(); ++i)
-    new (region(own_.base, static_cast<int>(i))) Region{};
+  membarrier_ = opt_.membarrier && register_light_fences();
+  for (std::size_t i = 0; i < node_ranks_.size(); ++i) {
+    Region* r = new (region(own_.base, static_cast<int>(i))) Region{};
+    r->ctl.owner_membarrier.store(membarrier_ ? 1 : 0, std::memory_order_relaxed);
+  }
 }
 
 ShmTransport::~ShmTransport() {
@@ -265,6 +319,8 @@ void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
   }
   p->rx = region(own_.base, index_of(peer_rank));
   p->tx = region(p->map.base, index_of(rank_));
+  // Both ends read the same two flags, so they agree on which side fences.
+  p->light = membarrier_ && p->tx->ctl.owner_membarrier.load(std::memory_order_relaxed) != 0;
   // A dead peer is noticed through a pidfd (readable once the process has exited), but only
   // when both share a pid namespace; otherwise the timeout catches it.
   const bool same_ns = ep.pid_namespace != "?" && ep.pid_namespace == pid_namespace();
@@ -323,7 +379,8 @@ std::unique_ptr<Transport> make_shm(const Setup& s) {
   declare_ptracer_for_siblings(s.rank, o.shm_cma, o.shm_ptracer);
   return std::make_unique<ShmTransport>(
       s.rank, s.size, node_ranks, o.job_id.empty() ? "job" : o.job_id,
-      s.nodes[static_cast<std::size_t>(s.rank)], ShmOptions{o.slots, o.shm_slot_bytes, o.shm_cma});
+      s.nodes[static_cast<std::size_t>(s.rank)],
+      ShmOptions{o.slots, o.shm_slot_bytes, o.shm_cma, o.shm_membarrier});
 }
 
 void ShmTransport::connect(const Setup& s, const std::vector<std::string>& endpoints) {
@@ -360,10 +417,10 @@ void ShmTransport::send(int peer_rank, const MsgHeader& header, const void* data
   ++p.sent;
   p.tx_slot = i + 1 == opt_.slots ? 0 : i + 1;
   line.stamp.store(p.sent, std::memory_order_release);  // publishes header and payload
-  // seq_cst store + load pairs with the receiver's rx_waiting store + head load (Dekker), so a
-  // receiver about to sleep either sees the new head or gets woken.
-  p.tx->ctl.head.store(p.sent, std::memory_order_seq_cst);
-  if (p.tx->ctl.rx_waiting.load(std::memory_order_seq_cst) != 0) {
+  // Store head, load rx_waiting: the sender's half of the Dekker pair with the receiver's
+  // rx_waiting store + head load, so a receiver about to sleep either sees the new head or
+  // gets woken. With light fences the receiver's membarrier orders both halves.
+  if (store_then_check(p.tx->ctl.head, p.sent, p.tx->ctl.rx_waiting, p.light)) {
     // A clock read only on this path, which makes a system call anyway.
     p.tx->ctl.woken_at_ns.store(steady_ns(), std::memory_order_release);
     futex(&p.tx->ctl.head, FUTEX_WAKE, 1, nullptr);
@@ -393,8 +450,7 @@ void ShmTransport::release(int peer_rank) {
   Peer& p = peer(peer_rank);
   ++p.received;
   p.rx_slot = p.rx_slot + 1 == opt_.slots ? 0 : p.rx_slot + 1;
-  p.rx->ctl.tail.store(p.received, std::memory_order_seq_cst);
-  if (p.rx->ctl.tx_waiting.load(std::memory_order_seq_cst) != 0)
+  if (store_then_check(p.rx->ctl.tail, p.received, p.rx->ctl.tx_waiting, p.light))
     futex(&p.rx->ctl.tail, FUTEX_WAKE, 1, nullptr);
 }
 
@@ -404,25 +460,26 @@ std::optional<std::chrono::nanoseconds> ShmTransport::take_wake_latency() noexce
 
 void ShmTransport::block(int peer_rank, WaitKind kind, std::chrono::microseconds max) {
   Peer& p = peer(peer_rank);
-  timespec ts{static_cast<time_t>(max.count() / 1000000),
-              static_cast<long>((max.count() % 1000000) * 1000)};
+  // The data or credit may have come since the wait point last looked: then no fence (with
+  // light fences a membarrier, ~20 us in a VM) and no sleep.
   if (kind == WaitKind::data) {
-    p.rx->ctl.rx_waiting.store(1, std::memory_order_seq_cst);
-    std::uint32_t h = p.rx->ctl.head.load(std::memory_order_seq_cst);
-    if (h == p.received) {
-      p.rx->ctl.woken_at_ns.store(0, std::memory_order_relaxed);  // a stamp from before: stale
-      futex(&p.rx->ctl.head, FUTEX_WAIT, h, &ts);
-      const std::int64_t woken = p.rx->ctl.woken_at_ns.exchange(0, std::memory_order_acquire);
-      const std::int64_t late = woken != 0 ? steady_ns() - woken : -1;
-      if (late >= 0 && late < 1'000'000'000) wake_latency_ = std::chrono::nanoseconds(late);
-    }
-    p.rx->ctl.rx_waiting.store(0, std::memory_order_relaxed);
+    if (p.rx->ctl.head.load(std::memory_order_acquire) != p.received) return;
+    p.rx->ctl.woken_at_ns.store(0, std::memory_order_relaxed);  // a stamp from before: stale
+    sleep_on(p.rx->ctl.head, p.received, p.rx->ctl.rx_waiting, p.light, max);
+    const std::int64_t woken = p.rx->ctl.woken_at_ns.exchange(0, std::memory_order_acquire);
+    const std::int64_t late = woken != 0 ? steady_ns() - woken : -1;
+    if (late >= 0 && late < 1'000'000'000) wake_latency_ = std::chrono::nanoseconds(late);
   } else if (kind == WaitKind::credit) {
-    p.tx->ctl.tx_waiting.store(1, std::memory_order_seq_cst);
-    std::uint32_t t = p.tx->ctl.tail.load(std::memory_order_seq_cst);
-    if (p.sent - t >= opt_.slots) futex(&p.tx->ctl.tail, FUTEX_WAIT, t, &ts);
-    p.tx->ctl.tx_waiting.store(0, std::memory_order_relaxed);
+    if (p.sent - p.tx->ctl.tail.load(std::memory_order_acquire) < opt_.slots) return;
+    // The receiver's tail is the sender's count less the slots in use: all of them here.
+    sleep_on(p.tx->ctl.tail, p.sent - static_cast<std::uint32_t>(opt_.slots), p.tx->ctl.tx_waiting,
+             p.light, max);
   }
+}
+
+bool ShmTransport::light_fences(int peer_rank) const noexcept {
+  const auto& p = peers_[static_cast<std::size_t>(peer_rank)];
+  return p && p->light;
 }
 
 bool ShmTransport::can_access_peer(int peer_rank) const noexcept {

@@ -18,6 +18,7 @@ struct ShmOptions {
   std::size_t slots = 8;
   std::size_t slot_bytes = 256 * 1024;
   bool cross_memory = true;  ///< probe peers for cross-memory attach (SPARK_SHM_CMA)
+  bool membarrier = true;    ///< the sleeper pays the wake-up fence (SPARK_SHM_MEMBARRIER)
 };
 
 /// What a rank publishes for the peers of its node (ShmTransport::endpoint) and attach reads,
@@ -59,6 +60,8 @@ class ShmTransport final : public Transport {
   void attach(int peer, const std::string& endpoint);
   void unlink() noexcept;
   const std::string& segment_name() const noexcept { return name_; }
+  /// Whether the wake-ups to and from `peer` fence on the sleeper's side only (membarrier).
+  bool light_fences(int peer) const noexcept;
 
   std::string_view name() const noexcept override { return "shm"; }
   std::size_t slot_bytes() const noexcept override { return opt_.slot_bytes; }
@@ -93,6 +96,9 @@ class ShmTransport final : public Transport {
     /// process_vm_readv/writev into the peer work (tested at attach; needs the pidfd, which
     /// tells whether `pid` still names the peer: access_peer)
     bool cma = false;
+    /// Both ends registered for membarrier: the Dekker pairs of the wake-ups put the fence on
+    /// the sleeper's side (heavy_fence.hpp) and none on the message's.
+    bool light = false;
     std::uint32_t sent = 0;
     std::uint32_t tail_seen = 0;  ///< the receiver's tail when last read (credits)
     std::uint32_t received = 0;
@@ -115,6 +121,7 @@ class ShmTransport final : public Transport {
   std::string name_;
   Mapping own_;
   bool unlinked_ = false;
+  bool membarrier_ = false;  ///< this process registered for membarrier (opt_.membarrier)
   /// Peers read and write this (never read here) to test cross-memory attach.
   alignas(64) std::uint64_t probe_[8] = {};
   std::optional<std::chrono::nanoseconds> wake_latency_;  ///< of the last wake-up by a peer

@@ -108,32 +108,36 @@ bool store_then_check(std::atomic<std::uint32_t>& counter, std::uint32_t value,
 // in a VM, where it interrupts the peer's vCPU): the sender's unfenced store of head can be
 // missed only if it is still in its store buffer when the kernel's futex compare reads head,
 // a system call later, so a wake-up is practically never lost, and if it is, the wait is late
-// by this much at most. A wait longer than this then fences for sure and sleeps on.
+// by this much at most. A wait longer than this then fences for sure and sleeps on; so does
+// every later slice of a wait that already slept a whole slice (`fence_first`: a late peer's
+// 2 s wait then costs one wake-up per slice, not two).
 constexpr std::chrono::microseconds kUnfencedSleep{200};
 
 // Sleeps on `counter` while it holds `seen` (`waiting` set around the sleep; the peer that
-// changes `counter` wakes it), at most `max`; returns whether the sleep ended by a wake-up or a
-// change rather than at `max`.
-void sleep_on(std::atomic<std::uint32_t>& counter, std::uint32_t seen,
-              std::atomic<std::uint32_t>& waiting, bool light, std::chrono::microseconds max) {
+// changes `counter` wakes it), at most `max`; returns true when the sleep lasted until `max`.
+bool sleep_on(std::atomic<std::uint32_t>& counter, std::uint32_t seen,
+              std::atomic<std::uint32_t>& waiting, bool light, bool fence_first,
+              std::chrono::microseconds max) {
   auto futex_wait = [&](std::chrono::microseconds d) {
     timespec ts{static_cast<time_t>(d.count() / 1000000),
                 static_cast<long>((d.count() % 1000000) * 1000)};
     return !(futex(&counter, FUTEX_WAIT, seen, &ts) < 0 && errno == ETIMEDOUT);
   };
+  bool slept_through = false;
   waiting.store(1, std::memory_order_seq_cst);
   if (counter.load(std::memory_order_seq_cst) == seen) {
     bool woken = false;
-    if (light && max > kUnfencedSleep) {
+    if (light && !fence_first && max > kUnfencedSleep) {
       woken = futex_wait(kUnfencedSleep);
       max -= kUnfencedSleep;
       if (!woken) heavy_fence();
     } else if (light) {
       heavy_fence();
     }
-    if (!woken && counter.load(std::memory_order_seq_cst) == seen) futex_wait(max);
+    if (!woken && counter.load(std::memory_order_seq_cst) == seen) slept_through = !futex_wait(max);
   }
   waiting.store(0, std::memory_order_relaxed);
+  return slept_through;
 }
 
 std::string pid_namespace() {
@@ -465,15 +469,23 @@ void ShmTransport::block(int peer_rank, WaitKind kind, std::chrono::microseconds
   if (kind == WaitKind::data) {
     if (p.rx->ctl.head.load(std::memory_order_acquire) != p.received) return;
     p.rx->ctl.woken_at_ns.store(0, std::memory_order_relaxed);  // a stamp from before: stale
-    sleep_on(p.rx->ctl.head, p.received, p.rx->ctl.rx_waiting, p.light, max);
+    const bool again = p.slept_through_data == p.received;
+    p.slept_through_data =
+        sleep_on(p.rx->ctl.head, p.received, p.rx->ctl.rx_waiting, p.light, again, max)
+            ? std::optional(p.received)
+            : std::nullopt;
     const std::int64_t woken = p.rx->ctl.woken_at_ns.exchange(0, std::memory_order_acquire);
     const std::int64_t late = woken != 0 ? steady_ns() - woken : -1;
     if (late >= 0 && late < 1'000'000'000) wake_latency_ = std::chrono::nanoseconds(late);
   } else if (kind == WaitKind::credit) {
     if (p.sent - p.tx->ctl.tail.load(std::memory_order_acquire) < opt_.slots) return;
     // The receiver's tail is the sender's count less the slots in use: all of them here.
-    sleep_on(p.tx->ctl.tail, p.sent - static_cast<std::uint32_t>(opt_.slots), p.tx->ctl.tx_waiting,
-             p.light, max);
+    const bool again = p.slept_through_credit == p.sent;
+    p.slept_through_credit =
+        sleep_on(p.tx->ctl.tail, p.sent - static_cast<std::uint32_t>(opt_.slots),
+                 p.tx->ctl.tx_waiting, p.light, again, max)
+            ? std::optional(p.sent)
+            : std::nullopt;
   }
 }
 

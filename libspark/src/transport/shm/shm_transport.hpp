@@ -99,6 +99,9 @@ class ShmTransport final : public Transport {
     /// Both ends registered for membarrier: the Dekker pairs of the wake-ups put the fence on
     /// the sleeper's side (heavy_fence.hpp) and none on the message's.
     bool light = false;
+    /// The message count at which the last data (credit) sleep lasted its whole slice: a
+    /// block() at the same count continues that long wait and fences before it sleeps.
+    std::optional<std::uint32_t> slept_through_data, slept_through_credit;
     std::uint32_t sent = 0;
     std::uint32_t tail_seen = 0;  ///< the receiver's tail when last read (credits)
     std::uint32_t received = 0;

@@ -19,7 +19,10 @@ bool try_register() noexcept {
   constexpr long kNeeded =
       MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
   if (supported < 0 || (supported & kNeeded) != kNeeded) return false;
-  return membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+  // A trial of the command itself: a seccomp filter may allow the query and the registration
+  // and still refuse it.
+  return membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 &&
+         membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
 }
 
 }  // namespace

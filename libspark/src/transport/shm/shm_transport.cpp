@@ -127,12 +127,15 @@ bool sleep_on(std::atomic<std::uint32_t>& counter, std::uint32_t seen,
   waiting.store(1, std::memory_order_seq_cst);
   if (counter.load(std::memory_order_seq_cst) == seen) {
     bool woken = false;
-    if (light && !fence_first && max > kUnfencedSleep) {
-      woken = futex_wait(kUnfencedSleep);
-      max -= kUnfencedSleep;
-      if (!woken) heavy_fence();
-    } else if (light) {
-      heavy_fence();
+    // A slice no longer than the unfenced sleep bounds a missed wake-up as well: no fence.
+    if (light && max > kUnfencedSleep) {
+      if (!fence_first) {
+        woken = futex_wait(kUnfencedSleep);
+        max -= kUnfencedSleep;
+      }
+      // Should the membarrier fail after all (it passed a trial at registration), short
+      // sleeps keep a missed wake-up bounded.
+      if (!woken && !heavy_fence()) max = std::min(max, kUnfencedSleep);
     }
     if (!woken && counter.load(std::memory_order_seq_cst) == seen) slept_through = !futex_wait(max);
   }
@@ -431,8 +434,10 @@ void ShmTransport::send(int peer_rank, const MsgHeader& header, const void* data
   }
   if (header.bytes <= kHintMaxBytes) {
     // After the seq_cst store above the lines are written (the store buffer is drained), so
-    // the demote moves the final bytes. Then, while this rank goes on to wait for its peer,
-    // ownership of the next slot's lines (about the same size: collectives repeat).
+    // the demote moves the final bytes (with light fences the store is a plain release and
+    // the demote a hint on lines that may still be on their way). Then, while this rank goes on to
+    // wait for its peer, ownership of the next slot's lines (about the same size: collectives
+    // repeat).
     const std::size_t span = kLine + header.bytes;
     for (std::size_t off = 0; off < span; off += kLine) demote_line(slot + off);
     if (p.sent - p.tail_seen < opt_.slots) {

@@ -64,7 +64,7 @@ echo "== allreduce across 3 namespaces over tcp (float sum, $small_iters iters u
 for k in 1 2 3; do
   for range in "1024 131072 $small_iters" "16777216 16777216 $iters"; do
     read -r b e n <<<"$range"
-    "${sr[@]}" -x SPARK_TRANSPORT=tcp ${SPARK_SPIN_US:+-x SPARK_SPIN_US} "$perf" --csv -b "$b" -e "$e" -f 128 -n "$n" -w 5 -c 0 |
+    "${sr[@]}" -x SPARK_TRANSPORT=tcp ${SPARK_SPIN_US:+-x SPARK_SPIN_US} ${SPARK_TCP_LANES:+-x SPARK_TCP_LANES} "$perf" --csv -b "$b" -e "$e" -f 128 -n "$n" -w 5 -c 0 |
       awk -F, 'NR > 1 && $1 == "allreduce" { print $4 "," $9 "," $10 }' >>"$tmp/spark.$k"
     "${mr[@]}" "$tmp/mpi_allreduce" -b "$b" -e "$e" -f 128 -n "$n" -w 5 | awk -F, 'NR > 1' >>"$tmp/mpi.$k"
     "${mr[@]}" --mca mpi_yield_when_idle 1 "$tmp/mpi_allreduce" -b "$b" -e "$e" -f 128 -n "$n" -w 5 |

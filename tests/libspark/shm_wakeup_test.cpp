@@ -139,7 +139,9 @@ TEST_P(ShmWakeUpMode, ASleepingSenderWakesAtTheCredit) {
   stop = late >= kMostLate;  // else the receiver ends by itself, after the last message
   receiver.join();
   EXPECT_EQ(late, 0);
-  if (late == 0) EXPECT_EQ(received.load(), kRounds + 2);
+  if (late == 0) {
+    EXPECT_EQ(received.load(), kRounds + 2);
+  }
 }
 
 // A long wait in short slices (a late peer): after a slice slept through, the next one fences

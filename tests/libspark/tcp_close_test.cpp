@@ -40,13 +40,17 @@ struct Pair {
   }
 };
 
-void send_word(TcpTransport& t, int peer, std::uint32_t word) {
+// `word` in front of a whole piece (slot_bytes: the next message goes on the next
+// connection) or alone (the next message stays on this connection).
+void send_word(TcpTransport& t, int peer, std::uint32_t word, bool whole_piece = true) {
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (!t.can_send(peer) && Clock::now() < deadline) t.progress();
   ASSERT_TRUE(t.can_send(peer));
+  std::vector<std::byte> piece(whole_piece ? t.slot_bytes() : sizeof word);
+  std::memcpy(piece.data(), &word, sizeof word);
   MsgHeader h;
-  h.bytes = sizeof word;
-  t.send(peer, h, &word);
+  h.bytes = static_cast<std::uint32_t>(piece.size());
+  t.send(peer, h, piece.data());
 }
 
 // The next message from `peer`, within 5 s; 0 when none came.
@@ -73,9 +77,25 @@ bool see_close(TcpTransport& t, int peer) {
 
 }  // namespace
 
+// Small messages keep to one connection, whole pieces alternate (TcpTransport::next_lane):
+// the receiver finds every message on the connection it expects.
+TEST(TcpLanes, SmallMessagesKeepToOneConnectionWholePiecesAlternate) {
+  Pair pair;
+  const std::pair<std::uint32_t, bool> sent[] = {{1, false}, {2, false}, {3, true}, {4, false},
+                                                 {5, true},  {6, true},  {7, false}};
+  const char* const expected_lane[] = {"tcp:0", "tcp:0", "tcp:0", "tcp:1",
+                                       "tcp:1", "tcp:0", "tcp:1"};
+  for (std::size_t i = 0; i < std::size(sent); ++i) {
+    EXPECT_EQ(pair.r0->lane_name(1, WaitKind::credit), expected_lane[i]) << "message " << i;
+    EXPECT_EQ(pair.r1->lane_name(0, WaitKind::data), expected_lane[i]) << "message " << i;
+    send_word(*pair.r0, 1, sent[i].first, sent[i].second);
+    EXPECT_EQ(take_word(*pair.r1, 0), sent[i].first);
+  }
+}
+
 TEST(TcpClose, AWaitFailsOnlyOnTheConnectionItWaitsOn) {
   Pair pair;
-  send_word(*pair.r0, 1, 11);  // connection 0
+  send_word(*pair.r0, 1, 11);  // connection 0, a whole piece: the next goes on connection 1
   ASSERT_EQ(take_word(*pair.r1, 0), 11u);
   // Connection 0 closes while the next message (connection 1) is still to come.
   pair.r0->close_connection(1, 0);

@@ -5,9 +5,11 @@
 // -----
 // Every rank owns, for each peer and each lane to that peer, a receive region (the "mailbox")
 // split into `slots()` slots of `slot_bytes()` payload bytes each. Messages from one peer are
-// a FIFO: message i from a peer travels on lane (i % lanes) and lands in slot
-// ((i / lanes) % slots) of that lane's mailbox. Sending message i:
-//   1. the sender needs a credit: the receiver has released message i - slots on that lane;
+// a FIFO: each message travels on a lane that both ends derive alike from the messages before
+// it (roce: message i on lane i % lanes; tcp: the next lane after a whole piece, the same lane
+// after a smaller message) and lands in the next slot of that lane's mailbox. Sending a message:
+//   1. the sender needs a credit: the receiver has released the message `slots` before it on
+//      that lane;
 //   2. it writes the payload into the slot of the *receiver's* region
 //        shm:   memcpy into the peer's shared segment
 //        tcp:   socket send; the receiver's progress engine copies it into the slot

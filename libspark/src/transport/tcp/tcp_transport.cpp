@@ -447,8 +447,7 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
 
 const TcpTransport::Conn& TcpTransport::next_conn(int q, WaitKind kind) const {
   const Peer& p = *peers_[static_cast<std::size_t>(q)];
-  const std::uint64_t i = (kind == WaitKind::data ? p.rx_count : p.tx_count) % p.lanes.size();
-  return p.lanes[static_cast<std::size_t>(i)];
+  return p.lanes[kind == WaitKind::data ? p.rx_lane : p.tx_lane];
 }
 
 std::string TcpTransport::lane_name(int q, WaitKind kind) const {
@@ -596,15 +595,15 @@ void TcpTransport::owe_credits(Conn& c, bool all) {
 
 bool TcpTransport::can_send(int q) {
   Peer& p = peer(q);
-  Conn& c = p.lanes[p.tx_count % p.lanes.size()];
+  Conn& c = p.lanes[p.tx_lane];
   if (c.credits == 0) read_some(c);
   return c.credits > 0 || c.closed;  // closed: send() is a no-op, the wait point reports it
 }
 
 void TcpTransport::send(int q, const MsgHeader& header, const void* data) {
   Peer& p = peer(q);
-  Conn& c = p.lanes[p.tx_count % p.lanes.size()];
-  ++p.tx_count;
+  Conn& c = p.lanes[p.tx_lane];
+  p.tx_lane = next_lane(p.tx_lane, header.bytes, p.lanes.size());
   if (c.closed) return;
   Frame f;
   f.header = header;
@@ -647,7 +646,7 @@ bool TcpTransport::send_idle(int q) {
 
 RecvView TcpTransport::peek(int q) {
   Peer& p = peer(q);
-  Conn& c = p.lanes[p.rx_count % p.lanes.size()];
+  Conn& c = p.lanes[p.rx_lane];
   if (c.rx_filled == c.rx_consumed) {
     read_some(c);
     if (c.rx_filled == c.rx_consumed) return {};
@@ -659,9 +658,11 @@ RecvView TcpTransport::peek(int q) {
 
 void TcpTransport::release(int q) {
   Peer& p = peer(q);
-  Conn& c = p.lanes[p.rx_count % p.lanes.size()];
+  Conn& c = p.lanes[p.rx_lane];
+  const auto* header = reinterpret_cast<const MsgHeader*>(
+      c.rx_slots.get() + (c.rx_consumed % opt_.slots) * (kSlotHeader + opt_.slot_bytes));
+  p.rx_lane = next_lane(p.rx_lane, header->bytes, p.lanes.size());
   ++c.rx_consumed;
-  ++p.rx_count;
   ++c.credits_owed;
 }
 

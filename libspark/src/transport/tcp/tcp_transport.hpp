@@ -1,5 +1,7 @@
-// TCP transport: one or more connections ("lanes") per peer; message i to a peer travels on
-// lane i % lanes, so large transfers (cut into slot-sized pieces) are striped. The receiver's
+// TCP transport: one or more connections ("lanes") per peer. A message of a whole piece
+// (slot_bytes) moves the next message to the peer onto the next lane, any other stays on its
+// lane: large transfers (cut into slot-sized pieces) are striped, small messages keep to one
+// connection (next_lane; both ends apply it to the same headers). The receiver's
 // progress engine (driven by the caller's wait loop, no extra thread: 2 cores) reads each
 // frame straight into a slot of the per-lane mailbox; releasing a slot returns a credit,
 // piggybacked on the next data frame or sent as a small credit frame.
@@ -160,9 +162,16 @@ class TcpTransport final : public Transport {
   };
   struct Peer {
     std::vector<Conn> lanes;
-    std::uint64_t tx_count = 0, rx_count = 0;
+    std::size_t tx_lane = 0, rx_lane = 0;  ///< of the next message to / from the peer
   };
   Peer& peer(int rank) { return *peers_[static_cast<std::size_t>(rank)]; }
+  /// The lane of the message after one of `bytes` on `lane`: the next lane after a whole
+  /// piece, the same after a smaller message. Striping small messages cost a 3-host 1 KiB
+  /// allreduce over veth 77-85 us instead of 53 (each connection's socket, wake-up and
+  /// acknowledgements paid per message); large ones need it (16 MiB 21.7 vs 57.9 ms on one).
+  std::size_t next_lane(std::size_t lane, std::size_t bytes, std::size_t lanes) const noexcept {
+    return bytes >= opt_.slot_bytes && lanes > 1 ? (lane + 1) % lanes : lane;
+  }
   /// The connection of the next message from `rank` (data) or to it (credit, send_done).
   const Conn& next_conn(int rank, WaitKind kind) const;
   /// ok, or closed with the connection's reason in `detail`.

@@ -522,7 +522,7 @@ void TcpTransport::read_some(Conn& c) {
         buffered = false;
       } else {
         dst = c.rx_buf.get();
-        want = kRxBuffer;
+        want = header_left > 0 && c.rx_whole_piece ? header_left : kRxBuffer;
       }
       const ssize_t r = ::recv(c.fd, dst, want, MSG_DONTWAIT);
       if (r == 0) {
@@ -574,6 +574,7 @@ void TcpTransport::read_some(Conn& c) {
       std::byte* slot =
           c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
       std::memcpy(slot, &c.rx_header, sizeof(MsgHeader));
+      c.rx_whole_piece = c.rx_header.bytes >= opt_.slot_bytes;
       ++c.rx_filled;
       c.rx_got = 0;
     }

@@ -151,6 +151,9 @@ class TcpTransport final : public Transport {
     std::unique_ptr<std::byte[]> rx_buf;  ///< bytes read but not yet parsed: [rx_pos, rx_end)
     std::size_t rx_pos = 0, rx_end = 0;
     bool rx_drained = false;  ///< the last recv was short: the socket had no more for now
+    /// The last frame was a whole piece: the next is likely one too, so its header is read
+    /// alone and its payload straight into the slot (not a buffer's worth, then a copy).
+    bool rx_whole_piece = false;
     std::uint32_t credits_owed = 0;
     // send side
     std::unique_ptr<std::byte[]> tx_slots;  ///< staging; slot i%slots is free when credited

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "../lib/free_port.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "comm/communicator_impl.hpp"
 #include "config/config.hpp"
@@ -64,19 +65,6 @@ inline bool every_rank(CommunicatorImpl& comm, bool mine) {
 inline constexpr const char* kNoCrossMemory =
     "no cross-memory attach between the ranks here (qemu-user, whose addresses are not the "
     "host's; Yama's ptrace_scope or seccomp refusing process_vm_readv between sibling processes)";
-
-/// A free TCP port on loopback (bound and released; the tiny race is acceptable in tests).
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  socklen_t len = sizeof sa;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  ::close(fd);
-  return ntohs(sa.sin_port);
-}
 
 struct RankSpec {
   int size = 2;

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "../lib/free_port.hpp"
+
 namespace spark::test {
 
 struct RankResult {
@@ -88,20 +90,6 @@ inline std::vector<RankResult> run_ranks(
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   return results;
-}
-
-/// A TCP port that was free a moment ago on 127.0.0.1.
-inline std::uint16_t free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 }  // namespace spark::test

@@ -149,7 +149,8 @@ void TcpTransport::setup_conn(Conn& c, int fd, int lane, std::string name, std::
   std::size_t rx = opt_.slots * (kSlotHeader + opt_.slot_bytes);
   c.rx_slots = std::make_unique<std::byte[]>(rx);
   std::memset(c.rx_slots.get(), 0, rx);
-  c.rx_buf = std::make_unique<std::byte[]>(kRxBuffer);
+  // Room for a whole piece: what a scatter read brought past a shorter frame (take_ahead).
+  c.rx_buf = std::make_unique<std::byte[]>(std::max(kRxBuffer, opt_.slot_bytes));
   c.tx_slots = std::make_unique<std::byte[]>(opt_.slots * opt_.slot_bytes);
   std::memset(c.tx_slots.get(), 0, opt_.slots * opt_.slot_bytes);
   c.credits = static_cast<std::uint32_t>(opt_.slots);
@@ -514,10 +515,38 @@ void TcpTransport::read_some(Conn& c) {
       std::byte* dst;
       std::size_t want;
       bool buffered = true;
+      std::byte* const next_payload = c.rx_slots.get() +
+                                      (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes) +
+                                      kSlotHeader;
+      const bool slot_free = c.rx_filled - c.rx_consumed < opt_.slots;
+      if (header_left == sizeof(MsgHeader) && c.rx_whole_piece && slot_free) {
+        // Another whole piece is likely: its header into the buffer and its payload straight
+        // into the next slot, one system call. Bytes past a shorter frame are moved to the
+        // buffer once its header is read (take_ahead).
+        iovec iov[2] = {{c.rx_buf.get(), sizeof(MsgHeader)}, {next_payload, opt_.slot_bytes}};
+        msghdr mh{};
+        mh.msg_iov = iov;
+        mh.msg_iovlen = 2;
+        const ssize_t r = ::recvmsg(c.fd, &mh, MSG_DONTWAIT);
+        if (r == 0) {
+          mark_closed(c, "connection closed by the peer");
+          return;
+        }
+        if (r < 0) {
+          if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+          mark_closed(c, std::string("receive failed: ") + std::strerror(errno));
+          return;
+        }
+        const auto got = static_cast<std::size_t>(r);
+        c.rx_drained = got < sizeof(MsgHeader) + opt_.slot_bytes;
+        c.rx_pos = 0;
+        c.rx_end = std::min(got, sizeof(MsgHeader));
+        c.rx_ahead = got - c.rx_end;
+        continue;
+      }
       if (payload_left >= kRxBuffer) {
-        if (c.rx_filled - c.rx_consumed >= opt_.slots) return;  // cannot happen with credits
-        dst = c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes) +
-              kSlotHeader + (c.rx_got - sizeof(MsgHeader));
+        if (!slot_free) return;  // cannot happen with credits
+        dst = next_payload + (c.rx_got - sizeof(MsgHeader));
         want = payload_left;
         buffered = false;
       } else {
@@ -552,6 +581,7 @@ void TcpTransport::read_some(Conn& c) {
         const std::uint32_t type = c.rx_header.kind & 0xff;
         c.credits += c.rx_header.kind >> 8;
         if (type == kCredit) {
+          take_ahead(c, 0);
           c.rx_got = 0;
           continue;
         }
@@ -559,6 +589,7 @@ void TcpTransport::read_some(Conn& c) {
           mark_closed(c, "protocol error (bad frame)");
           return;
         }
+        take_ahead(c, c.rx_header.bytes);
       }
     } else {
       if (c.rx_filled - c.rx_consumed >= opt_.slots) return;  // cannot happen with credits
@@ -582,6 +613,24 @@ void TcpTransport::read_some(Conn& c) {
       c.rx_drained = false;  // the next call asks the socket again
       return;
     }
+  }
+}
+
+void TcpTransport::take_ahead(Conn& c, std::size_t payload) {
+  if (c.rx_ahead == 0) return;
+  // The scatter read put these bytes where the next slot's payload begins: the frame's own
+  // payload is in place; what follows it belongs to the next frames and goes to the buffer
+  // (empty now: the header was its last bytes).
+  std::byte* const at =
+      c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes) + kSlotHeader;
+  const std::size_t mine = std::min(c.rx_ahead, payload);
+  c.rx_got += mine;
+  const std::size_t rest = c.rx_ahead - mine;
+  c.rx_ahead = 0;
+  if (rest > 0) {
+    std::memcpy(c.rx_buf.get(), at + payload, rest);
+    c.rx_pos = 0;
+    c.rx_end = rest;
   }
 }
 

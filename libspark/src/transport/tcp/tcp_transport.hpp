@@ -151,9 +151,13 @@ class TcpTransport final : public Transport {
     std::unique_ptr<std::byte[]> rx_buf;  ///< bytes read but not yet parsed: [rx_pos, rx_end)
     std::size_t rx_pos = 0, rx_end = 0;
     bool rx_drained = false;  ///< the last recv was short: the socket had no more for now
-    /// The last frame was a whole piece: the next is likely one too, so its header is read
-    /// alone and its payload straight into the slot (not a buffer's worth, then a copy).
+    /// The last frame was a whole piece: the next is likely one too, so one scatter read takes
+    /// its header into the buffer and its payload straight into the slot (not a buffer's
+    /// worth of both, then a copy of the payload part, then a second read).
     bool rx_whole_piece = false;
+    /// Bytes a scatter read (header to the buffer, payload to the next slot) put past the
+    /// header, not yet accounted: the frame's payload, and maybe the next frames' bytes.
+    std::size_t rx_ahead = 0;
     std::uint32_t credits_owed = 0;
     // send side
     std::unique_ptr<std::byte[]> tx_slots;  ///< staging; slot i%slots is free when credited
@@ -182,6 +186,9 @@ class TcpTransport final : public Transport {
   void flush(Conn& c);
   void read_some(Conn& c);
   void owe_credits(Conn& c, bool all);
+  /// After a scatter read, once the header says the frame's payload size: keeps that much of
+  /// rx_ahead in the slot and moves the rest to the buffer.
+  void take_ahead(Conn& c, std::size_t payload);
   void mark_closed(Conn& c, const std::string& why);
   void setup_conn(Conn& c, int fd, int lane, std::string name = {}, std::string via = {});
   /// Opens connection `l` from this node toward rank `dst` on behalf of rank `src` (this rank,

@@ -512,48 +512,31 @@ void TcpTransport::read_some(Conn& c) {
           c.rx_got < sizeof(MsgHeader) ? sizeof(MsgHeader) - c.rx_got : 0;
       const std::size_t payload_left =
           header_left == 0 ? sizeof(MsgHeader) + c.rx_header.bytes - c.rx_got : 0;
-      std::byte* dst;
-      std::size_t want;
-      bool buffered = true;
-      std::byte* const next_payload = c.rx_slots.get() +
-                                      (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes) +
-                                      kSlotHeader;
+      std::byte* const payload = slot_at(c, c.rx_filled) + kSlotHeader;
       const bool slot_free = c.rx_filled - c.rx_consumed < opt_.slots;
+      // Where the bytes go: the buffer (headers, small frames), the slot (the rest of a large
+      // payload), or both: another whole piece is likely after one, so its header goes to the
+      // buffer and its payload straight into the next slot in one system call; bytes past a
+      // shorter frame move to the buffer once its header is read (take_ahead).
+      enum class Into { buffer, slot, scatter } into = Into::buffer;
+      iovec iov[2];
+      std::size_t parts = 1;
       if (header_left == sizeof(MsgHeader) && c.rx_whole_piece && slot_free) {
-        // Another whole piece is likely: its header into the buffer and its payload straight
-        // into the next slot, one system call. Bytes past a shorter frame are moved to the
-        // buffer once its header is read (take_ahead).
-        iovec iov[2] = {{c.rx_buf.get(), sizeof(MsgHeader)}, {next_payload, opt_.slot_bytes}};
-        msghdr mh{};
-        mh.msg_iov = iov;
-        mh.msg_iovlen = 2;
-        const ssize_t r = ::recvmsg(c.fd, &mh, MSG_DONTWAIT);
-        if (r == 0) {
-          mark_closed(c, "connection closed by the peer");
-          return;
-        }
-        if (r < 0) {
-          if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-          mark_closed(c, std::string("receive failed: ") + std::strerror(errno));
-          return;
-        }
-        const auto got = static_cast<std::size_t>(r);
-        c.rx_drained = got < sizeof(MsgHeader) + opt_.slot_bytes;
-        c.rx_pos = 0;
-        c.rx_end = std::min(got, sizeof(MsgHeader));
-        c.rx_ahead = got - c.rx_end;
-        continue;
-      }
-      if (payload_left >= kRxBuffer) {
+        into = Into::scatter;
+        iov[0] = {c.rx_buf.get(), sizeof(MsgHeader)};
+        iov[1] = {payload, opt_.slot_bytes};
+        parts = 2;
+      } else if (payload_left >= kRxBuffer) {
         if (!slot_free) return;  // cannot happen with credits
-        dst = next_payload + (c.rx_got - sizeof(MsgHeader));
-        want = payload_left;
-        buffered = false;
+        into = Into::slot;
+        iov[0] = {payload + (c.rx_got - sizeof(MsgHeader)), payload_left};
       } else {
-        dst = c.rx_buf.get();
-        want = header_left > 0 && c.rx_whole_piece ? header_left : kRxBuffer;
+        iov[0] = {c.rx_buf.get(), header_left > 0 && c.rx_whole_piece ? header_left : kRxBuffer};
       }
-      const ssize_t r = ::recv(c.fd, dst, want, MSG_DONTWAIT);
+      msghdr mh{};
+      mh.msg_iov = iov;
+      mh.msg_iovlen = parts;
+      const ssize_t r = ::recvmsg(c.fd, &mh, MSG_DONTWAIT);
       if (r == 0) {
         mark_closed(c, "connection closed by the peer");
         return;
@@ -564,12 +547,13 @@ void TcpTransport::read_some(Conn& c) {
         return;
       }
       const auto got = static_cast<std::size_t>(r);
-      c.rx_drained = got < want;
-      if (buffered) {
-        c.rx_pos = 0;
-        c.rx_end = got;
-      } else {
+      c.rx_drained = got < iov[0].iov_len + (parts == 2 ? iov[1].iov_len : 0);
+      if (into == Into::slot) {
         c.rx_got += got;
+      } else {
+        c.rx_pos = 0;
+        c.rx_end = into == Into::scatter ? std::min(got, sizeof(MsgHeader)) : got;
+        c.rx_ahead = got - c.rx_end;
       }
     } else if (c.rx_got < sizeof(MsgHeader)) {
       const std::size_t n = std::min(sizeof(MsgHeader) - c.rx_got, c.rx_end - c.rx_pos);
@@ -593,8 +577,7 @@ void TcpTransport::read_some(Conn& c) {
       }
     } else {
       if (c.rx_filled - c.rx_consumed >= opt_.slots) return;  // cannot happen with credits
-      std::byte* slot =
-          c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
+      std::byte* slot = slot_at(c, c.rx_filled);
       const std::size_t off = c.rx_got - sizeof(MsgHeader);
       const std::size_t n = std::min<std::size_t>(c.rx_header.bytes - off, c.rx_end - c.rx_pos);
       std::memcpy(slot + kSlotHeader + off, c.rx_buf.get() + c.rx_pos, n);
@@ -602,9 +585,7 @@ void TcpTransport::read_some(Conn& c) {
       c.rx_got += n;
     }
     if (c.rx_got >= sizeof(MsgHeader) && c.rx_got == sizeof(MsgHeader) + c.rx_header.bytes) {
-      std::byte* slot =
-          c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
-      std::memcpy(slot, &c.rx_header, sizeof(MsgHeader));
+      std::memcpy(slot_at(c, c.rx_filled), &c.rx_header, sizeof(MsgHeader));
       c.rx_whole_piece = c.rx_header.bytes >= opt_.slot_bytes;
       ++c.rx_filled;
       c.rx_got = 0;
@@ -616,13 +597,16 @@ void TcpTransport::read_some(Conn& c) {
   }
 }
 
+std::byte* TcpTransport::slot_at(Conn& c, std::uint64_t frame) const noexcept {
+  return c.rx_slots.get() + (frame % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
+}
+
 void TcpTransport::take_ahead(Conn& c, std::size_t payload) {
   if (c.rx_ahead == 0) return;
   // The scatter read put these bytes where the next slot's payload begins: the frame's own
   // payload is in place; what follows it belongs to the next frames and goes to the buffer
   // (empty now: the header was its last bytes).
-  std::byte* const at =
-      c.rx_slots.get() + (c.rx_filled % opt_.slots) * (kSlotHeader + opt_.slot_bytes) + kSlotHeader;
+  std::byte* const at = slot_at(c, c.rx_filled) + kSlotHeader;
   const std::size_t mine = std::min(c.rx_ahead, payload);
   c.rx_got += mine;
   const std::size_t rest = c.rx_ahead - mine;
@@ -701,16 +685,14 @@ RecvView TcpTransport::peek(int q) {
     read_some(c);
     if (c.rx_filled == c.rx_consumed) return {};
   }
-  std::byte* slot =
-      c.rx_slots.get() + (c.rx_consumed % opt_.slots) * (kSlotHeader + opt_.slot_bytes);
+  std::byte* slot = slot_at(c, c.rx_consumed);
   return {reinterpret_cast<const MsgHeader*>(slot), slot + kSlotHeader};
 }
 
 void TcpTransport::release(int q) {
   Peer& p = peer(q);
   Conn& c = p.lanes[p.rx_lane];
-  const auto* header = reinterpret_cast<const MsgHeader*>(
-      c.rx_slots.get() + (c.rx_consumed % opt_.slots) * (kSlotHeader + opt_.slot_bytes));
+  const auto* header = reinterpret_cast<const MsgHeader*>(slot_at(c, c.rx_consumed));
   p.rx_lane = next_lane(p.rx_lane, header->bytes, p.lanes.size());
   ++c.rx_consumed;
   ++c.credits_owed;

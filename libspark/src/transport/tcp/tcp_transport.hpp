@@ -186,6 +186,8 @@ class TcpTransport final : public Transport {
   void flush(Conn& c);
   void read_some(Conn& c);
   void owe_credits(Conn& c, bool all);
+  /// The receive slot of frame number `frame` on `c` (its header area first, kSlotHeader).
+  std::byte* slot_at(Conn& c, std::uint64_t frame) const noexcept;
   /// After a scatter read, once the header says the frame's payload size: keeps that much of
   /// rx_ahead in the slot and moves the rest to the buffer.
   void take_ahead(Conn& c, std::size_t payload);

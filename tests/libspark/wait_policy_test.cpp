@@ -358,6 +358,23 @@ TEST(WaitPolicyYield, AForeignTaskSeenWhileBlockingPostponesTheFirstTry) {
   EXPECT_TRUE(p.yields());
 }
 
+TEST(WaitPolicyYield, AForeignTaskSeenOnceDoesNotPostponeTheFirstTry) {
+  WaitPolicy p(node(true));
+  p.set_load(Ns(0), 3);  // the launcher, still busy as the job starts
+  EXPECT_FALSE(p.yields());
+  EXPECT_TRUE(p.load_sample_due(milliseconds(1))) << "looks again 1 ms later, not 20";
+  p.set_load(milliseconds(1), 2);  // gone: only the job's own ranks
+  EXPECT_TRUE(p.yields());
+  // Seen twice in a row it holds the try off (AForeignTaskSeenWhileBlockingPostponesTheFirstTry);
+  // seen once, then gone, it does not: after a failed try the hold-off still applies.
+  p.set_load(milliseconds(2), 3);
+  EXPECT_FALSE(p.yields());
+  p.set_load(milliseconds(22), 2);
+  EXPECT_FALSE(p.yields()) << "a failed try holds off 100 ms";
+  p.set_load(milliseconds(102), 2);
+  EXPECT_TRUE(p.yields());
+}
+
 TEST(WaitPolicyYield, ALatePeerIsStillWaitedForAsleep) {
   WaitPolicy p(node(true));
   p.set_load(Ns(0), 2);

@@ -120,6 +120,8 @@ void WaitPolicy::decide_yielding(Ns now, int runnable_others) noexcept {
   // This job's other ranks account for at most local_ranks - 1 of the runnable others (all of
   // them while they poll), so at least this many runnable tasks are someone else's.
   const int foreign = runnable_others - (settings_.local_ranks - 1);
+  const bool seen_before = foreign_seen_;
+  foreign_seen_ = foreign >= 1;
   if (foreign >= 1) {
     if (yielding_) {
       yielding_ = false;
@@ -128,8 +130,13 @@ void WaitPolicy::decide_yielding(Ns now, int runnable_others) noexcept {
                      ? kFirstHoldoff
                      : std::min(holdoff_ * 2, kLastHoldoff);
       yield_again_ = now + holdoff_;
-    } else {
+    } else if (seen_before) {
       yield_again_ = std::max(yield_again_, now + std::max(holdoff_, kFirstHoldoff));
+    } else {
+      // Seen once while blocking: a task passing by (the launcher at start-up, a kernel
+      // worker) must not keep the job from yielding for the next 100 ms; look again soon,
+      // and hold off only when it is still there.
+      next_load_sample_ = now + kTrySample;
     }
   } else if (!yielding_ && now >= yield_again_) {
     yielding_ = true;

@@ -29,7 +29,8 @@ constexpr nanoseconds kFirstHoldoff = milliseconds(100);
 constexpr nanoseconds kLastHoldoff = milliseconds(6400);
 constexpr nanoseconds kGoodYielding = std::chrono::seconds(1);
 // A try looks again after 1 ms, not 20: next to a compiler a try then costs about a time slice,
-// not 20 ms of yields (at load 4-5 the 20 ms tries cost 3-rank 1 KiB runs ~20 %).
+// not 20 ms of yields (at load 4-5 the 20 ms tries cost 3-rank 1 KiB runs ~20 %). A foreign
+// task seen once while not yielding is looked at again as soon (decide_yielding).
 constexpr nanoseconds kTrySample = milliseconds(1);
 // What a microsecond of yield-polling costs the others: the peer gets the CPU at the next
 // yield, so only the yield's own system call (~0.5 us per round) is lost.

@@ -24,7 +24,7 @@
 // policy then polls with yields, priced as a spare CPU. Next to any other runnable task
 // (a compiler) a yield can hand the CPU away for a whole time slice, so the first sample that
 // shows one ends the yielding, and the policy tries again only after a hold-off that doubles
-// (0.1 s .. 6.4 s) while the foreign load stays. Before the first try, one sample that shows a
+// (0.1 s .. 6.4 s) while the foreign load stays. Before a try, one sample that shows a
 // foreign task is checked 1 ms later, and only a second one holds the try off: the launcher
 // still running as the job starts kept half of the 3-rank 1 KiB runs blocking for their first
 // 100 ms (27-35 us per call instead of 7).

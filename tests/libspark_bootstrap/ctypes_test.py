@@ -8,10 +8,12 @@ Exits 0 on success; prints what differed otherwise.
 """
 import ctypes
 import os
-import socket
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from free_port import free_port  # noqa: E402
 
 SPARK_OK, SPARK_ERR_INVALID, SPARK_ERR_CONFIG, SPARK_ERR_BOOTSTRAP, SPARK_ERR_COMM_FAILED = range(5)
 SPARK_F32, SPARK_F64 = 0, 1
@@ -158,10 +160,7 @@ def rank_main(lib, rank):
 
 def failure(lib_path):
     clean_env()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     procs = []
     for rank in (0, 1):
         env = dict(os.environ, SPARK_RANK=str(rank), SPARK_SIZE="2",

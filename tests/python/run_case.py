@@ -10,6 +10,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from free_port import free_port  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
 case, sparkrun = sys.argv[1], sys.argv[2]
@@ -103,10 +106,7 @@ elif case == "store_init":
         "x = np.full(5, r + 1.0); c.allreduce(x); y = np.full(3, 2.0); d.allreduce(y)\n"
         "assert list(x) == [3.0] * 5 and list(y) == [4.0] * 3, (x, y)\n"
         "c.close(); d.barrier(); d.close(); print(f'rank {r} ok', flush=True)\n")
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMIX", "SPARK_RANK", "SPARK_SIZE"))}
     procs, outs = run_store_ranks(code, port, lambda r: env, "init over a TCPStore hung")
     print("\n".join(outs))
@@ -128,13 +128,10 @@ elif case == "store_settings_differ":
         "    print(f'rank {r} raised after {time.monotonic() - t0:.2f} s: {e}', flush=True)\n"
         "    sys.exit(3)\n"
         "print(f'rank {r} ok', flush=True)\n")
-    import socket
     want = ("settings differ between ranks: SPARK_TCP_LANES=2 on rank 0, 4 on rank 1 (give every "
             "rank the same value, e.g. with -x SPARK_TCP_LANES=4)")
     for policy in ("abort",):  # raise: every rank throws, as fault.settings_differ checks
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("PMIX", "SPARK_RANK", "SPARK_SIZE", "SPARK_TCP_LANES"))}
         env.update(SPARK_TRANSPORT="tcp", SPARK_ON_FAILURE=policy)

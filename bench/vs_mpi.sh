@@ -4,7 +4,7 @@
 # MPI's), runs interleaved, medians; ends with every target row of issue 17 and met / NOT met.
 # Never part of the pass/fail suite.
 #   bench/vs_mpi.sh [-B build-dir] [-r repeats] [-i iters] [-s small-iters] [--unbound] [--only CASES]
-#   bench/vs_mpi.sh --pairs N [-b size] [-i iters] [-B build-dir] [-n ranks]   (latency, shm only)
+#   bench/vs_mpi.sh --pairs N [-b size] [-i iters] [-t shm|tcp] [-B build-dir] [-n ranks]
 # Cases (--only takes a comma list): shm2 (2 ranks shm, 1 KiB - 16 MiB), work (the same with
 # 200 +- 50 us of computation per rank before each call, as in a decode step; the call's own
 # time, from the last rank's entry to the exit, is compared: the wait for the slowest rank's
@@ -17,18 +17,20 @@
 # measured).
 # --unbound: start libspark's ranks through the environment rendezvous, unbound (the old way;
 # not a fair comparison: mpirun binds Open MPI's ranks to cores).
-# --pairs N: N paired runs at ONE size (-b, default 1024) over shm, in alternating order; each
-# run prints its in-process time per iteration (slowest rank's mean over -i iterations,
-# default 20000); the ratio spark/mpi is taken pair by pair (< 1: libspark is faster).
+# --pairs N: N paired runs at ONE size (-b, default 1024) over -t (shm, the default, or tcp
+# loopback), in alternating order; each run prints its in-process time per iteration (slowest
+# rank's mean over -i iterations, default 20000 up to 256 KiB, else 20); the ratio spark/mpi is
+# taken pair by pair (< 1: libspark is faster), which drift between runs cannot skew.
 # SPARK_SPIN_US, when set, is passed to libspark's ranks (to compare wait settings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build ranks=2 lo=1024 iters= small_iters=2000 repeats=3 bound=1 pairs=0 only=shm2,work,shm3,tcp2
+build=build ranks=2 pair_transport=shm lo=1024 iters= small_iters=2000 repeats=3 bound=1 pairs=0 only=shm2,work,shm3,tcp2
 while [ $# -gt 0 ]; do
   case "$1" in
     -B) build=$2; shift 2 ;;
     -n) ranks=$2; shift 2 ;;
     -b) lo=$2; shift 2 ;;
+    -t) pair_transport=$2; shift 2 ;;
     -i) iters=$2; shift 2 ;;
     -s) small_iters=$2; shift 2 ;;
     -r) repeats=$2; shift 2 ;;
@@ -36,7 +38,7 @@ while [ $# -gt 0 ]; do
     --sparkrun) bound=1; shift ;;  # the default now; kept for old command lines
     --only) only=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     *) echo "vs_mpi.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -81,24 +83,31 @@ mpi() {
 }
 
 if [ "$pairs" -gt 0 ]; then
-  iters=${iters:-20000}
+  case "$pair_transport" in
+    shm | tcp) ;;
+    *) echo "vs_mpi.sh: -t '$pair_transport': expected shm or tcp" >&2; exit 2 ;;
+  esac
+  ((lo <= 262144)) && iters=${iters:-20000}
+  iters=${iters:-20}
   for ((k = 0; k < pairs; k++)); do
     if ((k % 2 == 0)); then
-      spark "$ranks" shm "$lo" "$lo" "" "$iters" >"$tmp/s.$k"; mpi "$ranks" shm "$lo" "$lo" "" "$iters" >"$tmp/m.$k"
+      spark "$ranks" "$pair_transport" "$lo" "$lo" "" "$iters" >"$tmp/s.$k"
+      mpi "$ranks" "$pair_transport" "$lo" "$lo" "" "$iters" >"$tmp/m.$k"
     else
-      mpi "$ranks" shm "$lo" "$lo" "" "$iters" >"$tmp/m.$k"; spark "$ranks" shm "$lo" "$lo" "" "$iters" >"$tmp/s.$k"
+      mpi "$ranks" "$pair_transport" "$lo" "$lo" "" "$iters" >"$tmp/m.$k"
+      spark "$ranks" "$pair_transport" "$lo" "$lo" "" "$iters" >"$tmp/s.$k"
     fi
   done
-  python3 - "$tmp" "$pairs" "$lo" "$ranks" "$iters" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+  python3 - "$tmp" "$pairs" "$lo" "$ranks" "$pair_transport" "$iters" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import statistics, sys
-tmp, pairs, size, ranks, iters, l0, l1 = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+tmp, pairs, size, ranks, transport, iters, l0, l1 = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 def t(path):
     line = open(path).read().split()
     return float(line[-1].split(",")[1]) if line else float("nan")
 s = [t(f"{tmp}/s.{k}") for k in range(pairs)]
 m = [t(f"{tmp}/m.{k}") for k in range(pairs)]
 r = [a / b for a, b in zip(s, m)]
-print(f"== {size} B allreduce, {ranks} ranks, shm, float sum: {pairs} alternating pairs x {iters} iterations (load {l0} -> {l1})")
+print(f"== {size} B allreduce, {ranks} ranks, {transport}, float sum: {pairs} alternating pairs x {iters} iterations (load {l0} -> {l1})")
 print("pair  spark_us  mpi_us  spark/mpi")
 for k in range(pairs):
     print(f"{k:>4} {s[k]:>9.2f} {m[k]:>7.2f} {r[k]:>10.2f}")

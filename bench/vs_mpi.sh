@@ -175,6 +175,21 @@ for name, title in titles.items():
 print(f"(coll_ratio = spark / Open MPI time of the call itself: < 1 means libspark is faster; "
       f"bw_ratio = spark / Open MPI algbw; libspark ranks {'bound by sparkrun' if bound == '1' else 'UNBOUND (--unbound)'})")
 print(f"== targets (issue 17), default settings, load average {l0} at the start, {l1} at the end")
+def per_run(case, size, col):
+    """spark/Open MPI of `col` run by run (run k of each side ran back to back): its spread
+    shows how far the VM's drift moves a row that sits near its line."""
+    out = []
+    for k in range(int(repeats)):
+        pair = []
+        for side in ("spark", "mpi"):
+            try:
+                lines = [l.strip().split(",") for l in open(f"{tmp}/{side}_{case}.{k}")]
+            except OSError:
+                break
+            pair += [float(f[col]) for f in lines if int(f[0]) == size]
+        if len(pair) == 2 and pair[1]:
+            out.append(pair[0] / pair[1])
+    return f"; runs {min(out):.2f}-{max(out):.2f}" if len(out) > 1 else ""
 def row(what, case, size, kind, target):
     if case not in data or size not in data[case][0] or size not in data[case][1]:
         return
@@ -186,11 +201,13 @@ def row(what, case, size, kind, target):
             sc, mc = so, mo
         v = sc / mc
         ok = v <= target
-        print(f"{what:<52} time ratio {v:5.2f} (spark {sc:.2f} us, mpi {mc:.2f} us), target <= {target}: {'met' if ok else 'NOT met'}")
+        spread = per_run(case, size, 4 if case == "work" else 3)
+        print(f"{what:<52} time ratio {v:5.2f} (spark {sc:.2f} us, mpi {mc:.2f} us{spread}), target <= {target}: {'met' if ok else 'NOT met'}")
     else:
         v = sb / mb if mb else 0
         ok = v >= target
-        print(f"{what:<52} algbw ratio {v:5.2f} (spark {sb:.3f}, mpi {mb:.3f} GB/s), target >= {target}: {'met' if ok else 'NOT met'}")
+        spread = per_run(case, size, 2)
+        print(f"{what:<52} algbw ratio {v:5.2f} (spark {sb:.3f}, mpi {mb:.3f} GB/s{spread}), target >= {target}: {'met' if ok else 'NOT met'}")
 for case, label in (("shm2", "2 ranks shm"), ("work", "2 ranks shm, work step")):
     for s in (1024, 4096, 16384, 65536, 262144):
         row(f"{label}, {s // 1024} KiB", case, s, "time", 0.5)

@@ -82,7 +82,8 @@ start=$(now_ms)
 TMPDIR=$work/tmp SPARKNET_ROCE_TIMEOUT_MS=300 timeout 50 "$sparkrun" -n 3 --kill-grace 0.5 \
   bash "$work/late.sh" "$prog" healthy 1000000 "$tag" >"$out" 2>&1 &
 sp=$!
-for r in $(seq 1 100); do [ -f "$W/pid.1" ] && [ -f "$W/port" ] && break; sleep 0.05; done
+# Up to 30 s: beside the sanitizer suites a job can take that long to start its ranks.
+for r in $(seq 1 600); do [ -f "$W/pid.1" ] && [ -f "$W/port" ] && break; sleep 0.05; done
 sleep 2  # wired up: the stream runs
 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; exec -a "$0" sleep 40' "$tag" "$(cat "$W/port")" &
 sleep 0.5

@@ -48,7 +48,8 @@ one_job() {  # INDEX -> appends "INDEX END TRANSPORT EXIT VERDICT" to $work/resu
     "$tag$i" >"$W/out" 2>&1 &
   local sp=$!
   if [ "$end" != clean ]; then
-    for r in $(seq 1 200); do [ -f "$W/pid.$victim" ] && break; sleep 0.02; done
+    # Up to 30 s: beside the sanitizer suites a job can take that long to start its ranks.
+    for r in $(seq 1 1500); do [ -f "$W/pid.$victim" ] && break; sleep 0.02; done
     sleep "$delay"
     case $end in
     kill_rank) kill -9 "$(cat "$W/pid.$victim")" 2>/dev/null ;;

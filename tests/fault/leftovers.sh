@@ -89,7 +89,13 @@ run_case() {  # NAME TRANSPORT ACTION ARGS... (ACTION: none|kill_rank_wireup|...
     # Was rank 0 still inside wire-up (its segment linked) when it or sparkrun died?
     if [ -n "$seg" ]; then
       hit=0
-      if [ -e "$seg" ]; then hit=1; in_window=$((in_window + 1)); else echo "$name: rank 0 was past wire-up (window missed)"; fi
+      if [ "$seg" = none ]; then
+        echo "$name: no segment of rank 0 within 20 s (the job was starved; window not reached)"
+      elif [ -e "$seg" ]; then
+        hit=1 in_window=$((in_window + 1))
+      else
+        echo "$name: rank 0 was past wire-up (window missed)"
+      fi
     fi ;;
   kill_sparkrun_stream)
     wait_for have_pids; sleep 0.5; kill -9 "$sp_pid" ;;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # libspark vs Open MPI on one machine: float-sum allreduce, same sizes and iterations, both
 # sides bound (libspark's ranks started by sparkrun, which binds them as mpirun binds Open
-# MPI's), runs interleaved, medians; ends with every target row of issue 17 and met / NOT met.
-# Never part of the pass/fail suite.
+# MPI's), runs interleaved, medians; ends with every target row of issue 17 and met / NOT met,
+# each with the spread of its run-by-run ratios. Never part of the pass/fail suite.
 #   bench/vs_mpi.sh [-B build-dir] [-r repeats] [-i iters] [-s small-iters] [--unbound] [--only CASES]
 #   bench/vs_mpi.sh --pairs N [-b size] [-i iters] [-t shm|tcp] [-B build-dir] [-n ranks]
 # Cases (--only takes a comma list): shm2 (2 ranks shm, 1 KiB - 16 MiB), work (the same with

@@ -24,7 +24,7 @@
 # SPARK_SPIN_US, when set, is passed to libspark's ranks (to compare wait settings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build ranks=2 pair_transport=shm lo=1024 iters= small_iters=2000 repeats=3 bound=1 pairs=0 only=shm2,work,shm3,tcp2
+build=build ranks=2 pair_transport=shm lo=1024 small_max=262144 iters= small_iters=2000 repeats=3 bound=1 pairs=0 only=shm2,work,shm3,tcp2
 while [ $# -gt 0 ]; do
   case "$1" in
     -B) build=$2; shift 2 ;;
@@ -87,7 +87,7 @@ if [ "$pairs" -gt 0 ]; then
     shm | tcp) ;;
     *) echo "vs_mpi.sh: -t '$pair_transport': expected shm or tcp" >&2; exit 2 ;;
   esac
-  ((lo <= 262144)) && iters=${iters:-20000}
+  ((lo <= small_max)) && iters=${iters:-20000}
   iters=${iters:-20}
   for ((k = 0; k < pairs; k++)); do
     if ((k % 2 == 0)); then
@@ -129,8 +129,8 @@ for ((k = 0; k < repeats; k++)); do
     [[ ",$only," == *",$name,"* ]] || continue
     [ "$work" = - ] && work=
     # Small sizes with more iterations, large ones with allreduce_perf's default.
-    ranges=("$b $((e < 262144 ? e : 262144)) $small_iters")
-    ((e > 262144)) && ranges+=("1048576 $e $iters")
+    ranges=("$b $((e < small_max ? e : small_max)) $small_iters")
+    ((e > small_max)) && ranges+=("1048576 $e $iters")
     for rg in "${ranges[@]}"; do
       read -r rb re it <<<"$rg"
       if ((k % 2 == 0)); then
@@ -145,25 +145,35 @@ for ((k = 0; k < repeats; k++)); do
 done
 
 python3 - "$tmp" "$repeats" "$small_iters/$iters" "$bound" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
-import glob, statistics, sys
+import statistics, sys
 tmp, repeats, iters, bound, l0, l1 = sys.argv[1:]
-def load(pattern):
-    rows = {}
-    for f in glob.glob(pattern):
-        for line in open(f):
-            size, t, bw, coll, own = line.strip().split(",")[:5]
-            rows.setdefault(int(size), []).append((float(t), float(bw), float(coll), float(own)))
-    return {s: tuple(statistics.median(x[i] for x in v) for i in range(4)) for s, v in rows.items()}
+def runs(side, case):
+    """Run k of `side` for `case`: {size: (time, algbw, coll, own)}, one per repeat."""
+    out = []
+    for k in range(int(repeats)):
+        rows = {}
+        try:
+            for line in open(f"{tmp}/{side}_{case}.{k}"):
+                size, *v = line.strip().split(",")[:5]
+                rows[int(size)] = tuple(map(float, v))
+        except OSError:
+            pass
+        out.append(rows)
+    return out
+def medians(rs):
+    sizes = {s for r in rs for s in r}
+    return {s: tuple(statistics.median(r[s][i] for r in rs if s in r) for i in range(4)) for s in sizes}
 titles = {"shm2": "2 ranks, shared memory (Open MPI: default btl, vader + CMA)",
           "work": "2 ranks, shared memory, work step 200 +- 50 us before each call (coll: the call's time incl. the wait for the slowest rank's work; own: from the last rank's entry)",
           "shm3": "3 ranks on this machine's CPUs, shared memory",
           "tcp2": "2 ranks, tcp loopback (Open MPI: --mca btl tcp,self)"}
 data = {}
 for name, title in titles.items():
-    sp, mp = load(f"{tmp}/spark_{name}.*"), load(f"{tmp}/mpi_{name}.*")
+    sr, mr = runs("spark", name), runs("mpi", name)
+    sp, mp = medians(sr), medians(mr)
     if not sp or not mp:
         continue
-    data[name] = (sp, mp)
+    data[name] = (sp, mp, sr, mr)
     print(f"== {title}: median of {repeats} runs x {iters} iterations")
     own = name == "work"
     print(f"{'size':>10} {'spark_us':>10} {'mpi_us':>10} {'spark_coll':>11} {'mpi_coll':>10} {'coll_ratio':>10} {'spark_GB/s':>10} {'mpi_GB/s':>9} {'bw_ratio':>8}"
@@ -176,19 +186,10 @@ print(f"(coll_ratio = spark / Open MPI time of the call itself: < 1 means libspa
       f"bw_ratio = spark / Open MPI algbw; libspark ranks {'bound by sparkrun' if bound == '1' else 'UNBOUND (--unbound)'})")
 print(f"== targets (issue 17), default settings, load average {l0} at the start, {l1} at the end")
 def per_run(case, size, col):
-    """spark/Open MPI of `col` run by run (run k of each side ran back to back): its spread
-    shows how far the VM's drift moves a row that sits near its line."""
-    out = []
-    for k in range(int(repeats)):
-        pair = []
-        for side in ("spark", "mpi"):
-            try:
-                lines = [l.strip().split(",") for l in open(f"{tmp}/{side}_{case}.{k}")]
-            except OSError:
-                break
-            pair += [float(f[col]) for f in lines if int(f[0]) == size]
-        if len(pair) == 2 and pair[1]:
-            out.append(pair[0] / pair[1])
+    """spark/Open MPI of column `col` run by run (run k of each side ran back to back): its
+    spread shows how far the VM's drift moves a row that sits near its line."""
+    out = [s[size][col] / m[size][col] for s, m in zip(data[case][2], data[case][3])
+           if size in s and size in m and m[size][col]]
     return f"; runs {min(out):.2f}-{max(out):.2f}" if len(out) > 1 else ""
 def row(what, case, size, kind, target):
     if case not in data or size not in data[case][0] or size not in data[case][1]:
@@ -201,12 +202,12 @@ def row(what, case, size, kind, target):
             sc, mc = so, mo
         v = sc / mc
         ok = v <= target
-        spread = per_run(case, size, 4 if case == "work" else 3)
+        spread = per_run(case, size, 3 if case == "work" else 2)
         print(f"{what:<52} time ratio {v:5.2f} (spark {sc:.2f} us, mpi {mc:.2f} us{spread}), target <= {target}: {'met' if ok else 'NOT met'}")
     else:
         v = sb / mb if mb else 0
         ok = v >= target
-        spread = per_run(case, size, 2)
+        spread = per_run(case, size, 1)
         print(f"{what:<52} algbw ratio {v:5.2f} (spark {sb:.3f}, mpi {mb:.3f} GB/s{spread}), target >= {target}: {'met' if ok else 'NOT met'}")
 for case, label in (("shm2", "2 ranks shm"), ("work", "2 ranks shm, work step")):
     for s in (1024, 4096, 16384, 65536, 262144):

@@ -126,7 +126,7 @@ done
 modlist="$work/modules.txt"
 : >"$modlist"
 mods="crc32_generic rdma_rxe dummy"
-# With NICs (VM meshes) also tc's egress filter, so a scenario can drop RoCE (UDP 4791) on a
+# With NICs (VM meshes) also tc's filters, so a scenario can drop RoCE (UDP 4791) on a
 # cable while tcp still crosses it: clsact (sch_ingress), u32 match, drop action (gact).
 [[ $with_e1000 -eq 1 ]] && mods="$mods e1000 sch_ingress cls_u32 act_gact"
 for m in $mods; do

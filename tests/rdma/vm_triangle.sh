@@ -193,12 +193,16 @@ no_rdma_lane() {
 }
 
 # 7. The cable carries tcp but not RoCE: the probe fails at both ends, tcp takes over.
+#    vm3 drops RoCE arriving on that cable (ingress), as a fabric that loses it would: dropped at
+#    egress, rxe's send fails locally and its requester retries at once, in the sending
+#    rank's own system call; under TCG that storm held vm3's CPU for 34 s (soft lockup) in a
+#    fresh-clone run, past the other ranks' probe deadline.
 probe_fails() {
   [ $node -eq 1 ] && return 0  # not in this job
   tc=/usr/sbin/tc
   if [ $node -eq 3 ]; then
     $tc qdisc add dev eth1 clsact &&
-      $tc filter add dev eth1 egress protocol ip u32 match ip protocol 17 0xff \
+      $tc filter add dev eth1 ingress protocol ip u32 match ip protocol 17 0xff \
         match ip dport 4791 0xffff action drop || return 1
   fi
   env SPARK_LOG=info:wireup SPARK_RANK=$((node - 2)) SPARK_SIZE=2 SPARKNET_ROCE_TIMEOUT_MS=3000 \
@@ -226,7 +230,7 @@ probe_fails_three() {
   tc=/usr/sbin/tc
   if [ $node -eq 3 ]; then
     $tc qdisc add dev eth1 clsact &&
-      $tc filter add dev eth1 egress protocol ip u32 match ip protocol 17 0xff \
+      $tc filter add dev eth1 ingress protocol ip u32 match ip protocol 17 0xff \
         match ip dport 4791 0xffff action drop || return 1
   fi
   job3 29570 SPARKNET_ROCE_TIMEOUT_MS=3000 SPARK_LOG=info:wireup allreduce_perf -b 1M -e 4M \

@@ -18,7 +18,7 @@
 #      per-peer choice of case 1 (the same function, fabric/roce_lanes);
 #   6. node 3 without its RDMA device on the cable to node 2 (rxe1 deleted): a job of nodes 2
 #      and 3 runs on tcp, and rank 0 says once which pair and why;
-#   7. RoCE dropped on that cable (tc drops UDP 4791 leaving node 3's eth1; tcp still crosses):
+#   7. RoCE dropped on that cable (tc drops UDP 4791 arriving at node 3's eth1; tcp still crosses):
 #      both lanes exist but every RDMA WRITE probe fails, so the pair falls back to tcp, with
 #      rank 0's note naming the pair and the probe's failure.
 set -u

@@ -192,23 +192,31 @@ no_rdma_lane() {
   fi
 }
 
-# 7. The cable carries tcp but not RoCE: the probe fails at both ends, tcp takes over.
-#    vm3 drops RoCE arriving on that cable (ingress), as a fabric that loses it would: dropped at
-#    egress, rxe's send fails locally and its requester retries at once, in the sending
-#    rank's own system call; under TCG that storm held vm3's CPU for 34 s (soft lockup) in a
-#    fresh-clone run, past the other ranks' probe deadline.
-probe_fails() {
-  [ $node -eq 1 ] && return 0  # not in this job
-  tc=/usr/sbin/tc
-  if [ $node -eq 3 ]; then
+# Cases 7 and 7b: on node 3, RoCE (UDP 4791) arriving on the cable to node 2 (eth1) is dropped
+# (on) or passed again (off); tcp still crosses. Dropped as it arrives, as a fabric that loses
+# it would: dropped at egress, rxe's send fails locally and its requester retries at once, in
+# the sending rank's own system call; under TCG that storm held vm3's CPU for 34 s (soft
+# lockup) in a fresh-clone run, past the other ranks' probe deadline. Other nodes: nothing.
+roce_lost_to_node2() {
+  [ $node -eq 3 ] || return 0
+  local tc=/usr/sbin/tc
+  if [ "$1" = on ]; then
     $tc qdisc add dev eth1 clsact &&
       $tc filter add dev eth1 ingress protocol ip u32 match ip protocol 17 0xff \
-        match ip dport 4791 0xffff action drop || return 1
+        match ip dport 4791 0xffff action drop
+  else
+    $tc qdisc del dev eth1 clsact
   fi
+}
+
+# 7. The cable carries tcp but not RoCE: the probe fails at both ends, tcp takes over.
+probe_fails() {
+  [ $node -eq 1 ] && return 0  # not in this job
+  roce_lost_to_node2 on || return 1
   env SPARK_LOG=info:wireup SPARK_RANK=$((node - 2)) SPARK_SIZE=2 SPARKNET_ROCE_TIMEOUT_MS=3000 \
     SPARK_RENDEZVOUS=10.60.2.2:29560 allreduce_perf -b 8 -e 256K -f 8 -n 2 -w 1 >/tmp/pf.out 2>&1
   rc=$?
-  [ $node -eq 3 ] && $tc qdisc del dev eth1 clsact
+  roce_lost_to_node2 off
   cat /tmp/pf.out
   [ $rc -eq 0 ] || return 1
   if [ $node -eq 2 ]; then
@@ -227,16 +235,11 @@ probe_fails() {
 #     rank cuts messages into the same pieces (tcp's slots are smaller than roce's, so rank 0's
 #     own transports said 256 KiB, the others' 64 KiB: a mismatch at the first 1 MiB call).
 probe_fails_three() {
-  tc=/usr/sbin/tc
-  if [ $node -eq 3 ]; then
-    $tc qdisc add dev eth1 clsact &&
-      $tc filter add dev eth1 ingress protocol ip u32 match ip protocol 17 0xff \
-        match ip dport 4791 0xffff action drop || return 1
-  fi
+  roce_lost_to_node2 on || return 1
   job3 29570 SPARKNET_ROCE_TIMEOUT_MS=3000 SPARK_LOG=info:wireup allreduce_perf -b 1M -e 4M \
     -f 4 -n 2 -w 1 >/tmp/p3.out 2>&1
   rc=$?
-  [ $node -eq 3 ] && $tc qdisc del dev eth1 clsact
+  roce_lost_to_node2 off
   cat /tmp/p3.out
   [ $rc -eq 0 ] || return 1
   case $node in

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "coll/call_desc.hpp"
@@ -97,20 +98,88 @@ void direct_matches_scalar_fold(DType dt) {
             }
             want[i] = acc;
           }
-          std::vector<const void*> p;
-          for (auto& v : in) p.push_back(v.data());
-          std::vector<T> separate(count);
-          T* out = alias < 0 ? separate.data() : in[static_cast<std::size_t>(alias)].data();
-          reduce_n(out, p.data(), n, count, dt, op);
-          ASSERT_EQ(std::memcmp(out, want.data(), count * sizeof(T)), 0)
-              << "n " << n << " op " << static_cast<int>(op) << " count " << count << " alias "
-              << alias;
+          for (const auto& [isa, fold] : runnable_folds()) {
+            auto inputs = in;  // the output may alias one of them
+            std::vector<const void*> p;
+            for (auto& v : inputs) p.push_back(v.data());
+            std::vector<T> separate(count);
+            T* out = alias < 0 ? separate.data() : inputs[static_cast<std::size_t>(alias)].data();
+            fold(out, p.data(), n, count, dt, op);
+            ASSERT_EQ(std::memcmp(out, want.data(), count * sizeof(T)), 0)
+                << cpu_isa_name(isa) << ": n " << n << " op " << static_cast<int>(op) << " count "
+                << count << " alias " << alias;
+          }
         }
 }
 
 TEST(Reduce, OnePassFloatFoldsAreTheScalarFold) {
   direct_matches_scalar_fold<float>(DType::f32);
   direct_matches_scalar_fold<double>(DType::f64);
+}
+
+// Every level built for this CPU (x86-64: AVX-512, AVX2, baseline) against the baseline, bit
+// for bit, on every type and op, 1-5 inputs, lengths around each vector width and a block: a
+// job whose ranks run on CPUs of different levels gets the same numbers on every rank.
+TEST(Reduce, EveryLevelGivesTheBaselinesBits) {
+  const auto folds = runnable_folds();
+  if (folds.size() < 2) GTEST_SKIP() << "only the baseline level runs on this CPU";
+  ASSERT_EQ(folds.back().first, CpuIsa::baseline);
+  std::uint64_t rng = 0x2545f4914f6cdd1dull;
+  auto next = [&rng] {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+  };
+  for (DType dt :
+       {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8}) {
+    const std::size_t es = dtype_size(dt);
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg})
+      for (int n = 1; n <= 5; ++n)
+        for (std::size_t count : {1u, 7u, 15u, 16u, 33u, 64u, 1000u, 2500u}) {
+          std::vector<std::vector<std::uint8_t>> in(static_cast<std::size_t>(n),
+                                                    std::vector<std::uint8_t>(count * es));
+          for (auto& v : in)
+            for (std::size_t i = 0; i < count; ++i) {
+              // Floats: mostly ordinary values of mixed magnitude, some raw bit patterns
+              // (NaNs, infinities, subnormals); integers: raw bits.
+              std::uint64_t bits = next();
+              if (dt == DType::f32 && bits % 4 != 0) {
+                const float f = static_cast<float>(static_cast<std::int64_t>(bits >> 40)) /
+                                static_cast<float>(1 + (bits & 0xff));
+                std::memcpy(&bits, &f, sizeof f);
+              } else if (dt == DType::f64 && bits % 4 != 0) {
+                const double d = static_cast<double>(static_cast<std::int64_t>(bits >> 20)) /
+                                 static_cast<double>(1 + (bits & 0xffff));
+                std::memcpy(&bits, &d, sizeof d);
+              }
+              std::memcpy(v.data() + i * es, &bits, es);
+            }
+          std::vector<const void*> p;
+          for (auto& v : in) p.push_back(v.data());
+          std::vector<std::uint8_t> want(count * es);
+          folds.back().second(want.data(), p.data(), n, count, dt, op);
+          for (const auto& [isa, fold] : folds) {
+            std::vector<std::uint8_t> got(count * es);
+            fold(got.data(), p.data(), n, count, dt, op);
+            ASSERT_EQ(got, want) << cpu_isa_name(isa) << " vs baseline: " << to_string(dt) << " "
+                                 << to_string(op) << " n " << n << " count " << count;
+          }
+        }
+  }
+}
+
+// SPARK_MAX_CPU_ISA caps the level reduce_n runs; auto is the widest this CPU has.
+TEST(Reduce, MaxCpuIsaCapsTheLevel) {
+  const auto folds = runnable_folds();
+  EXPECT_EQ(limit_fold_isa(parse_cpu_isa("baseline")), CpuIsa::baseline);
+  EXPECT_EQ(fold_isa(), CpuIsa::baseline);
+  EXPECT_EQ(run<float>(DType::f32, ReduceOp::sum, {{1.5f}, {2.0f}}), (std::vector<float>{3.5f}));
+  EXPECT_LE(limit_fold_isa(parse_cpu_isa("x86-64-v3")), CpuIsa::x86_64_v3);
+  EXPECT_EQ(limit_fold_isa(parse_cpu_isa("auto")), folds.front().first);
+  EXPECT_EQ(fold_isa(), folds.front().first);
+  EXPECT_EQ(cpu_isa_name(CpuIsa::x86_64_v4), "x86-64-v4");
+  EXPECT_THROW(parse_cpu_isa("avx512"), std::invalid_argument);
 }
 
 TEST(Reduce, HalfPrecisionAccumulatesInFloatAndRoundsOnce) {

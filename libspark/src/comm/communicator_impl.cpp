@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "coll/reduce.hpp"
+#include "log/log.hpp"
 #include "spark/error.hpp"
 
 namespace spark {
@@ -12,6 +14,11 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
   if (!boot_) throw InvalidUsage("CommunicatorImpl: no bootstrap");
   if (options_.timeout_ms == 0) throw InvalidUsage("timeout must be at least 1 ms");
   if (options_.trace_path) trace_ = std::make_unique<Trace>(*options_.trace_path, boot_->rank());
+  // The folds are the process's (the last communicator's setting counts; ranks set it alike).
+  const coll::CpuIsa isa = coll::limit_fold_isa(coll::parse_cpu_isa(options_.max_cpu_isa));
+  if (log::enabled(log::Level::info, "wireup"))
+    log::line("wireup", "reductions: " + std::string(coll::cpu_isa_name(isa)) +
+                            " (SPARK_MAX_CPU_ISA=" + options_.max_cpu_isa + ")");
   wire_up();
   WaitPolicy::Settings wait;
   if (!options_.spin_auto) {

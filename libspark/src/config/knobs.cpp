@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "coll/reduce.hpp"
 #include "config/config.hpp"
 #include "transport/registry.hpp"
 
@@ -35,6 +36,9 @@ void fill_spin(CommOptions& o, const Knob& knob, const std::string& value) {
 #define SPARK_TRANSPORT_CHOICE(name, local, doc) "|" #name
 #define SPARK_TRANSPORT_DOC(name, local, doc) " " #name ": " doc "."
 constexpr std::string_view kTransportChoices = "auto" SPARK_TRANSPORTS(SPARK_TRANSPORT_CHOICE);
+// SPARK_MAX_CPU_ISA's words, from the levels the folds are built for.
+#define SPARK_CPU_ISA_CHOICE(e, name) "|" name
+constexpr std::string_view kCpuIsaChoices = "auto" SPARK_CPU_ISAS(SPARK_CPU_ISA_CHOICE);
 
 // Field order: name, type, default, doc, kind, origin, min, max, choices, and for the
 // communicator's knobs the CommOptions member they fill, then KnobScope::job for the knobs
@@ -127,6 +131,14 @@ constexpr Knob kKnobs[] = {
      "and the machine's load, spinning at most 200 us, with sched_yield() when the CPUs are "
      "shared by the job's ranks alone (docs/collectives.md, Waiting).",
      KnobType::integer, KnobOrigin::user, 0, 1'000'000, {}, &fill_spin},
+    {"SPARK_MAX_CPU_ISA", kCpuIsaChoices, "auto",
+     "The widest instruction-set level the reductions (the folds of allreduce, reduce_scatter "
+     "and reduce) may use. auto: the widest this CPU has of those libspark is built with "
+     "(x86-64: x86-64-v4 with AVX-512, x86-64-v3 with AVX2, baseline; other CPUs: baseline). "
+     "Every level gives the same bits, so ranks on different CPUs agree; a cap is for "
+     "comparing the levels, or for a CPU that slows its clock on wide vectors.",
+     KnobType::choice, KnobOrigin::user, 0, 0, kCpuIsaChoices,
+     &fill<&CommOptions::max_cpu_isa>},
     {"SPARK_IB_HCA", "device list", "",
      "Comma-separated RDMA devices to use (e.g. rocep1s0f0,roceP2p1s0f0). Unset: every CX7 "
      "function that reaches a peer.",

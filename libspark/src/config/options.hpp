@@ -19,9 +19,10 @@ struct CommOptions {
   std::uint32_t timeout_ms = 10000;           ///< SPARKNET_ROCE_TIMEOUT_MS
   std::uint32_t barrier_timeout_ms = 600000;  ///< SPARK_BARRIER_TIMEOUT_MS
   std::uint32_t join_timeout_ms = 60000;      ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
-  std::uint32_t spin_us = 5;       ///< SPARK_SPIN_US (when !spin_auto: every wait spins this long)
-  bool spin_auto = false;          ///< SPARK_SPIN_US unset: the adaptive wait policy decides
-  std::string transport = "auto";  ///< SPARK_TRANSPORT: auto or a name of transport/registry.hpp
+  std::uint32_t spin_us = 5;  ///< SPARK_SPIN_US (when !spin_auto: every wait spins this long)
+  bool spin_auto = false;     ///< SPARK_SPIN_US unset: the adaptive wait policy decides
+  std::string max_cpu_isa = "auto";  ///< SPARK_MAX_CPU_ISA: the widest level the folds may use
+  std::string transport = "auto";    ///< SPARK_TRANSPORT: auto or a name of transport/registry.hpp
   int tcp_lanes = 2;
   std::optional<std::string> tcp_addr;
   /// SPARK_TCP_PORT_RANGE: the ports the data plane's listeners may take (0, 0: ephemeral).

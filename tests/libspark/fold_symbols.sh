@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# fold_symbols.sh NM LEVEL OBJECT...: every global symbol an object of the folds compiled for
+# LEVEL (coll/fold.hpp) defines lies in its namespace spark::coll::LEVEL. A global symbol
+# outside it (an inline function, a template instance) could be picked by the linker for the
+# baseline's callers too, and run AVX-512 on a CPU without it.
+set -euo pipefail
+nm=$1 level=$2
+shift 2
+bad=0
+for obj in "$@"; do
+  while read -r _ kind name; do
+    case $kind in [A-Z]) ;; *) continue ;; esac
+    case $name in "spark::coll::$level::"*) ;; *) echo "$obj: $kind $name: outside spark::coll::$level"; bad=1 ;; esac
+  done < <("$nm" -C --defined-only "$obj" | grep -E '^[0-9a-f]+ [A-Za-z] ')
+  n=$("$nm" -C --defined-only "$obj" | grep -c " [TW] spark::coll::$level::fold(" || true)
+  [ "$n" = 1 ] || { echo "$obj: defines spark::coll::$level::fold $n times, not once"; bad=1; }
+done
+[ $bad = 0 ] && echo "ok: $level's objects define only spark::coll::$level::*"
+exit $bad

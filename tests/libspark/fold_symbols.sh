@@ -8,10 +8,11 @@ nm=$1 level=$2
 shift 2
 bad=0
 for obj in "$@"; do
+  # -g: every external symbol, whatever its class (T, W, V, D, B, R, u for GNU unique, i for
+  # an ifunc)
   while read -r _ kind name; do
-    case $kind in [A-Z]) ;; *) continue ;; esac
     case $name in "spark::coll::$level::"*) ;; *) echo "$obj: $kind $name: outside spark::coll::$level"; bad=1 ;; esac
-  done < <("$nm" -C --defined-only "$obj" | grep -E '^[0-9a-f]+ [A-Za-z] ')
+  done < <("$nm" -C -g --defined-only "$obj" | grep -E '^[0-9a-f]+ [A-Za-z] ')
   n=$("$nm" -C --defined-only "$obj" | grep -c " [TW] spark::coll::$level::fold(" || true)
   [ "$n" = 1 ] || { echo "$obj: defines spark::coll::$level::fold $n times, not once"; bad=1; }
 done

@@ -14,11 +14,13 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
   if (!boot_) throw InvalidUsage("CommunicatorImpl: no bootstrap");
   if (options_.timeout_ms == 0) throw InvalidUsage("timeout must be at least 1 ms");
   if (options_.trace_path) trace_ = std::make_unique<Trace>(*options_.trace_path, boot_->rank());
-  // The folds are the process's (the last communicator's setting counts; ranks set it alike).
-  const coll::CpuIsa isa = coll::limit_fold_isa(coll::parse_cpu_isa(options_.max_cpu_isa));
+  // The folds are process-wide: the communicator built last sets their cap (every level gives
+  // the same bits, so ranks need not agree on it).
+  const coll::CpuIsa isa = coll::limit_fold_isa(options_.max_cpu_isa);
   if (log::enabled(log::Level::info, "wireup"))
-    log::line("wireup", "reductions: " + std::string(coll::cpu_isa_name(isa)) +
-                            " (SPARK_MAX_CPU_ISA=" + options_.max_cpu_isa + ")");
+    log::line("wireup", "reductions: " + std::string(coll::cpu_isa_name(isa)) + " (at most " +
+                            std::string(coll::cpu_isa_name(options_.max_cpu_isa)) +
+                            ": SPARK_MAX_CPU_ISA)");
   wire_up();
   WaitPolicy::Settings wait;
   if (!options_.spin_auto) {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "coll/reduce.hpp"
+#include "coll/cpu_isa.hpp"
 #include "config/config.hpp"
 #include "transport/registry.hpp"
 
@@ -26,6 +26,10 @@ void fill(CommOptions& o, const Knob& knob, const std::string& value) {
 }
 void fill_ports(CommOptions& o, const Knob& knob, const std::string& value) {
   o.tcp_ports = parse_port_range(knob, value);
+}
+void fill_cpu_isa(CommOptions& o, const Knob&, const std::string& value) {
+  // The table accepted the word: one of cpu_isa_from_word's.
+  o.max_cpu_isa = coll::cpu_isa_from_word(value).value_or(coll::kWidestCpuIsa);
 }
 void fill_spin(CommOptions& o, const Knob& knob, const std::string& value) {
   o.spin_us = static_cast<std::uint32_t>(parse_integer(knob, value));
@@ -137,8 +141,7 @@ constexpr Knob kKnobs[] = {
      "(x86-64: x86-64-v4 with AVX-512, x86-64-v3 with AVX2, baseline; other CPUs: baseline). "
      "Every level gives the same bits, so ranks on different CPUs agree; a cap is for "
      "comparing the levels, or for a CPU that slows its clock on wide vectors.",
-     KnobType::choice, KnobOrigin::user, 0, 0, kCpuIsaChoices,
-     &fill<&CommOptions::max_cpu_isa>},
+     KnobType::choice, KnobOrigin::user, 0, 0, kCpuIsaChoices, &fill_cpu_isa},
     {"SPARK_IB_HCA", "device list", "",
      "Comma-separated RDMA devices to use (e.g. rocep1s0f0,roceP2p1s0f0). Unset: every CX7 "
      "function that reaches a peer.",

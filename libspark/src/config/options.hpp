@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "coll/cpu_isa.hpp"
+
 namespace spark {
 
 namespace config {
@@ -21,8 +23,9 @@ struct CommOptions {
   std::uint32_t join_timeout_ms = 60000;      ///< SPARK_JOIN_TIMEOUT_MS (transport wire-up)
   std::uint32_t spin_us = 5;  ///< SPARK_SPIN_US (when !spin_auto: every wait spins this long)
   bool spin_auto = false;     ///< SPARK_SPIN_US unset: the adaptive wait policy decides
-  std::string max_cpu_isa = "auto";  ///< SPARK_MAX_CPU_ISA: the widest level the folds may use
-  std::string transport = "auto";    ///< SPARK_TRANSPORT: auto or a name of transport/registry.hpp
+  /// SPARK_MAX_CPU_ISA: the widest level the folds may use (auto: coll::kWidestCpuIsa)
+  coll::CpuIsa max_cpu_isa = coll::kWidestCpuIsa;
+  std::string transport = "auto";  ///< SPARK_TRANSPORT: auto or a name of transport/registry.hpp
   int tcp_lanes = 2;
   std::optional<std::string> tcp_addr;
   /// SPARK_TCP_PORT_RANGE: the ports the data plane's listeners may take (0, 0: ephemeral).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <string>
@@ -86,6 +87,20 @@ TEST(WaitPolicy, WithoutHistorySpinsAboutOneWakeUpUnlessOversubscribed) {
   WaitPolicy::Settings capped = node(false, 150);
   capped.max_spin = microseconds(40);
   EXPECT_EQ(WaitPolicy(capped).spin_budget(), microseconds(40));
+}
+
+// A bucket that no wait has hit for a long time decays towards 0; left alone it would stick at
+// the smallest subnormal (31/32 of it rounds back to it) and every wait's arithmetic would run
+// on subnormals, which some CPUs take a microcode assist for.
+TEST(WaitPolicy, OldWeightsFallToZeroNotToSubnormals) {
+  WaitPolicy p(node(false));
+  p.record(us(100), us(100), false);
+  for (int i = 0; i < 100000; ++i) p.record(Ns(100), Ns(100), false);
+  for (const double h : p.histogram()) {
+    EXPECT_NE(std::fpclassify(h), FP_SUBNORMAL) << h;
+    EXPECT_TRUE(h == 0.0 || h > 1e-12) << h;
+  }
+  EXPECT_EQ(p.histogram()[9], 0.0);  // the 100 us wait's bucket, ~1e5 waits ago
 }
 
 TEST(WaitPolicy, ShortWaitsAreSpunEvenWhenCpusAreShared) {

@@ -91,6 +91,8 @@ class WaitPolicy {
   double cpu_price() const noexcept;
   /// The budget the cost model chose last (without probes).
   Ns chosen() const noexcept { return chosen_; }
+  /// The decayed weight of recent waits per bucket (tests look at it).
+  const std::array<double, kBuckets>& histogram() const noexcept { return hist_; }
 
  private:
   void choose() noexcept;

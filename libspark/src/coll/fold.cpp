@@ -17,7 +17,12 @@
 
 namespace spark::coll::SPARK_FOLD_ISA {
 
-float f16_to_float(std::uint16_t h) noexcept {
+namespace {
+
+// The conversions, with internal linkage so that the folds inline them: an exported function
+// of a shared library may be interposed at load time, so the compiler calls it through the
+// PLT instead (per element and per input, and never vectorized).
+float from_f16(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
   const std::uint32_t e = (h >> 10) & 0x1f;
   const std::uint32_t m = h & 0x3ff;
@@ -29,7 +34,7 @@ float f16_to_float(std::uint16_t h) noexcept {
   return std::bit_cast<float>(sign | ((e + 112) << 23) | (m << 13));
 }
 
-std::uint16_t float_to_f16(float f) noexcept {
+std::uint16_t to_f16(float f) noexcept {
   const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
   const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000);
   const std::uint32_t a = x & 0x7fffffff;
@@ -44,16 +49,31 @@ std::uint16_t float_to_f16(float f) noexcept {
   return sign | static_cast<std::uint16_t>(r >> 13);
 }
 
-float bf16_to_float(std::uint16_t h) noexcept {
+float from_bf16(std::uint16_t h) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
 }
 
-std::uint16_t float_to_bf16(float f) noexcept {
+std::uint16_t to_bf16(float f) noexcept {
   std::uint32_t x = std::bit_cast<std::uint32_t>(f);
   if ((x & 0x7fffffff) > 0x7f800000)
     return static_cast<std::uint16_t>((x >> 16) | 0x40);  // quiet NaN
   x += 0x7fff + ((x >> 16) & 1);
   return static_cast<std::uint16_t>(x >> 16);
+}
+
+}  // namespace
+
+float f16_to_float(std::uint16_t h) noexcept {
+  return from_f16(h);
+}
+std::uint16_t float_to_f16(float f) noexcept {
+  return to_f16(f);
+}
+float bf16_to_float(std::uint16_t h) noexcept {
+  return from_bf16(h);
+}
+std::uint16_t float_to_bf16(float f) noexcept {
+  return to_bf16(f);
 }
 
 namespace {
@@ -73,15 +93,15 @@ template <>
 struct Traits<F16> {
   using S = std::uint16_t;
   using A = float;
-  static A load(S v) { return f16_to_float(v); }
-  static S store(A v) { return float_to_f16(v); }
+  static A load(S v) { return from_f16(v); }
+  static S store(A v) { return to_f16(v); }
 };
 template <>
 struct Traits<BF16> {
   using S = std::uint16_t;
   using A = float;
-  static A load(S v) { return bf16_to_float(v); }
-  static S store(A v) { return float_to_bf16(v); }
+  static A load(S v) { return from_bf16(v); }
+  static S store(A v) { return to_bf16(v); }
 };
 // Integers accumulate wide and wrap (unsigned arithmetic, no undefined overflow).
 template <>

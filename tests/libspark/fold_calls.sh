@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# fold_calls.sh READELF OBJECT...: no fold object (fold.cpp.o) calls a libspark function through
+# the PLT. An exported function of a shared library may be interposed at load time, so the
+# compiler will not inline it: the f16/bf16 conversions, called that way, cost a call per
+# element and input and kept those folds scalar (coll/fold.cpp gives them internal linkage).
+set -euo pipefail
+readelf=$1
+shift
+bad=0 seen=0
+for obj in "$@"; do
+  case $obj in *fold.cpp.o | *fold.cpp.obj) ;; *) continue ;; esac
+  seen=1
+  # Relocation lines: offset info type value name+addend; spark's names mangle as _ZN5spark...
+  calls=$("$readelf" -rW "$obj" | awk '$3 ~ /PLT/ && $5 ~ /^_ZN5spark/ { print $5 }' | sort -u)
+  if [ -n "$calls" ]; then
+    echo "$obj: calls through the PLT:"
+    echo "$calls" | sed 's/^/  /'
+    bad=1
+  fi
+done
+[ $seen = 1 ] || { echo "fold_calls.sh: no fold.cpp object among: $*"; exit 1; }
+[ $bad = 0 ] && echo "ok: the folds call no libspark function through the PLT"
+exit $bad

@@ -10,8 +10,12 @@ bad=0 seen=0
 for obj in "$@"; do
   case $obj in *fold.cpp.o | *fold.cpp.obj) ;; *) continue ;; esac
   seen=1
-  # Relocation lines: offset info type value name+addend; spark's names mangle as _ZN5spark...
-  calls=$("$readelf" -rW "$obj" | awk '$3 ~ /PLT/ && $5 ~ /^_ZN5spark/ { print $5 }' | sort -u)
+  # Relocation lines: offset info type value name+addend. A call to a global function goes
+  # through the PLT when it is linked: R_X86_64_PLT32, R_AARCH64_CALL26 or JUMP26 (a tail call)
+  # against its name. spark's names mangle as _ZN5spark...; _GLOBAL__N_ is an anonymous
+  # namespace (internal linkage: a direct call, never interposed).
+  calls=$("$readelf" -rW "$obj" |
+    awk '$3 ~ /PLT|CALL26|JUMP26/ && $5 ~ /^_ZN5spark/ && $5 !~ /_GLOBAL__N_/ { print $5 }' | sort -u)
   if [ -n "$calls" ]; then
     echo "$obj: calls through the PLT:"
     echo "$calls" | sed 's/^/  /'

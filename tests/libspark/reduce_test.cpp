@@ -216,6 +216,35 @@ TEST(Reduce, EveryLevelGivesTheBaselinesBits) {
 }
 
 // SPARK_MAX_CPU_ISA caps the level reduce_n runs; auto is the widest this CPU has.
+// The wider levels convert halves in hardware (F16C): every f16 and bf16 value, folded with a
+// few partners, must round as the baseline's code does.
+TEST(Reduce, EveryLevelRoundsEveryHalfAsTheBaseline) {
+  const auto folds = runnable_folds();
+  if (folds.size() < 2) GTEST_SKIP() << "only the baseline level runs on this CPU";
+  std::vector<std::uint16_t> every(0x10000);
+  for (std::uint32_t i = 0; i < 0x10000; ++i) every[i] = static_cast<std::uint16_t>(i);
+  for (DType dt : {DType::f16, DType::bf16})
+    for (std::uint16_t partner : {0x0000, 0x3c00, 0x0001, 0x3555, 0xbc01, 0x7bff, 0x0400, 0x8401})
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::avg}) {
+        const std::vector<std::uint16_t> other(every.size(), partner);
+        const void* in[] = {every.data(), other.data()};
+        std::vector<std::uint16_t> want(every.size());
+        folds.back().second(want.data(), in, 2, every.size(), dt, op);
+        for (const auto& [isa, fold] : folds) {
+          std::vector<std::uint16_t> got(every.size());
+          fold(got.data(), in, 2, every.size(), dt, op);
+          for (std::size_t i = 0; i < every.size(); ++i) {
+            const auto* g = reinterpret_cast<const std::uint8_t*>(&got[i]);
+            const auto* w = reinterpret_cast<const std::uint8_t*>(&want[i]);
+            if (is_nan(dt, g) && is_nan(dt, w)) continue;
+            ASSERT_EQ(got[i], want[i])
+                << cpu_isa_name(isa) << " " << to_string(dt) << " " << to_string(op) << std::hex
+                << " of 0x" << i << " and 0x" << partner;
+          }
+        }
+      }
+}
+
 TEST(Reduce, MaxCpuIsaCapsTheLevel) {
   const auto folds = runnable_folds();
   EXPECT_EQ(limit_fold_isa(*cpu_isa_from_word("baseline")), CpuIsa::baseline);
@@ -265,6 +294,22 @@ TEST(Convert, F16RoundTripsEveryValue) {
   EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);            // rounds to infinity
   EXPECT_EQ(float_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // tie to even
   EXPECT_EQ(f16_to_float(0x0001), std::ldexp(1.0f, -24));
+}
+
+// Halfway between two neighbouring halves a float rounds to the one with the even mantissa,
+// and just off halfway to the nearer: on every CPU (aarch64 converts in hardware).
+TEST(Convert, F16RoundsEveryHalfwayFloatToEven) {
+  for (std::uint32_t i = 0; i < 0x7bff; ++i) {  // positive finite halves and their next
+    for (const std::uint32_t sign : {0x0000u, 0x8000u}) {
+      const auto lo = static_cast<std::uint16_t>(i | sign);
+      const auto hi = static_cast<std::uint16_t>((i + 1) | sign);
+      const float a = f16_to_float(lo), b = f16_to_float(hi);
+      const float mid = a + (b - a) / 2;  // exact: halves have 11 significant bits
+      ASSERT_EQ(float_to_f16(mid), (i % 2 == 0) ? lo : hi) << std::hex << lo;
+      ASSERT_EQ(float_to_f16(std::nextafter(mid, a)), lo) << std::hex << lo;
+      ASSERT_EQ(float_to_f16(std::nextafter(mid, b)), hi) << std::hex << lo;
+    }
+  }
 }
 
 TEST(Convert, Bf16RoundsToNearestEven) {

@@ -11,6 +11,10 @@
 
 #include "coll/fold.hpp"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #ifndef SPARK_FOLD_ISA
 #define SPARK_FOLD_ISA baseline
 #endif
@@ -22,7 +26,17 @@ namespace {
 // The conversions, with internal linkage so that the folds inline them: an exported function
 // of a shared library may be interposed at load time, so the compiler calls it through the
 // PLT instead (per element and per input, and never vectorized).
+// Where the CPU converts halves itself (x86 F16C, part of x86-64-v3; every aarch64 core), that
+// is used: exact both ways, rounding to nearest even as the code for other CPUs does, and
+// 3-4x the f16 fold's speed on this host (scalar: GCC 12 does not vectorize the conversion). NaNs
+// keep their payload there, where the code below makes them the default NaN: a NaN stays a NaN at
+// every level (reduce_test).
 float from_f16(std::uint16_t h) noexcept {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#elif defined(__aarch64__)
+  return static_cast<float>(std::bit_cast<__fp16>(h));
+#else
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
   const std::uint32_t e = (h >> 10) & 0x1f;
   const std::uint32_t m = h & 0x3ff;
@@ -32,9 +46,15 @@ float from_f16(std::uint16_t h) noexcept {
   }
   if (e == 31) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
   return std::bit_cast<float>(sign | ((e + 112) << 23) | (m << 13));
+#endif
 }
 
 std::uint16_t to_f16(float f) noexcept {
+#if defined(__F16C__)
+  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#elif defined(__aarch64__)
+  return std::bit_cast<std::uint16_t>(static_cast<__fp16>(f));
+#else
   const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
   const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000);
   const std::uint32_t a = x & 0x7fffffff;
@@ -47,6 +67,7 @@ std::uint16_t to_f16(float f) noexcept {
   std::uint32_t r = a - 0x38000000;  // rebias exponent 127 -> 15
   r += 0xfff + ((r >> 13) & 1);      // round to nearest even on the 13 dropped bits
   return sign | static_cast<std::uint16_t>(r >> 13);
+#endif
 }
 
 float from_bf16(std::uint16_t h) noexcept {

@@ -15,6 +15,11 @@ namespace spark::coll {
 enum class CpuIsa { SPARK_CPU_ISAS(SPARK_CPU_ISA_ENUMERATOR) };
 #undef SPARK_CPU_ISA_ENUMERATOR
 
+#define SPARK_CPU_ISA_COUNT(e, name) +1
+/// How many levels the list has.
+inline constexpr int kCpuIsaCount = 0 SPARK_CPU_ISAS(SPARK_CPU_ISA_COUNT);
+#undef SPARK_CPU_ISA_COUNT
+
 #define SPARK_CPU_ISA_LAST(e, name) CpuIsa::e,
 /// "auto": the widest level of the list (on a CPU without it, the widest it has).
 inline constexpr CpuIsa kWidestCpuIsa = [] {

@@ -32,6 +32,12 @@ const Level kLevels[] = {
     {CpuIsa::baseline, &baseline::fold, [] { return true; }},
 };
 
+#if defined(SPARK_FOLD_X86_LEVELS)
+// A level added to SPARK_CPU_ISAS (cpu_isa.hpp) needs its copy here and in CMake: else
+// SPARK_MAX_CPU_ISA would take a word whose copy is never built.
+static_assert(std::size(kLevels) == kCpuIsaCount, "a CPU level without its copy of the folds");
+#endif
+
 const Level& widest(CpuIsa cap) {
   for (const Level& l : kLevels)
     if (l.isa <= cap && l.cpu_has()) return l;

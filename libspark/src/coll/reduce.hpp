@@ -2,7 +2,8 @@
 // rank computes bit-identical results. f16/bf16 accumulate in float and round once at the end;
 // integers wrap around. The folds are compiled once per instruction-set level (fold.hpp);
 // every level gives the same bits (no reassociation, no contraction into FMA), so ranks on
-// CPUs of different levels still agree.
+// CPUs of different levels still agree, except in a NaN's sign and payload (a NaN stays a NaN;
+// docs/collectives.md, "Folds per instruction-set level").
 #pragma once
 
 #include <cstddef>

@@ -139,8 +139,10 @@ constexpr Knob kKnobs[] = {
      "The widest instruction-set level the reductions (the folds of allreduce, reduce_scatter "
      "and reduce) may use. auto: the widest this CPU has of those libspark is built with "
      "(x86-64: x86-64-v4 with AVX-512, x86-64-v3 with AVX2, baseline; other CPUs: baseline). "
-     "Every level gives the same bits, so ranks on different CPUs agree; a cap is for "
-     "comparing the levels, or for a CPU that slows its clock on wide vectors.",
+     "Every level gives the same bits (a NaN may differ in sign or payload, and stays a NaN), "
+     "so ranks on different CPUs agree; a cap is for comparing the levels, or for a CPU that "
+     "slows its clock on wide vectors. Applied when a communicator is created (init); "
+     "spark::reduce_local before that uses the widest level.",
      KnobType::choice, KnobOrigin::user, 0, 0, kCpuIsaChoices, &fill_cpu_isa},
     {"SPARK_IB_HCA", "device list", "",
      "Comma-separated RDMA devices to use (e.g. rocep1s0f0,roceP2p1s0f0). Unset: every CX7 "

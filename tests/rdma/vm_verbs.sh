@@ -3,12 +3,25 @@
 set -u
 . /vm_lib.sh
 # rdma-core's own ping-pong first: tells "the VM / rxe is broken" from "our code is broken".
-pingpong() {
+# One more try after a failure: under TCG its own tcp exchange of QP addresses was once reset
+# (a fresh clone, 6 Dec 04:15 UTC; every spark case after it passed), and one reset must not
+# hide whether rxe works. Two failures in a row fail the case.
+pingpong_once() {
   ibv_rc_pingpong -d rxe0 -g 1 -s 4096 -n 20 >/tmp/pp_srv.log 2>&1 &
   srv=$!
   sleep 1
-  ibv_rc_pingpong -d rxe0 -g 1 -s 4096 -n 20 127.0.0.1 >/tmp/pp_cli.log 2>&1 || { cat /tmp/pp_*.log; return 1; }
-  wait $srv || { cat /tmp/pp_srv.log; return 1; }
+  if ! ibv_rc_pingpong -d rxe0 -g 1 -s 4096 -n 20 127.0.0.1 >/tmp/pp_cli.log 2>&1; then
+    kill $srv 2>/dev/null
+    wait $srv 2>/dev/null
+    return 1
+  fi
+  wait $srv
+}
+pingpong() {
+  pingpong_once && return 0
+  echo "ibv_rc_pingpong failed once:"
+  cat /tmp/pp_cli.log /tmp/pp_srv.log
+  pingpong_once || { cat /tmp/pp_cli.log /tmp/pp_srv.log; return 1; }
 }
 run ibv_rc_pingpong pingpong
 run roundtrip_2 spark_verbs_roundtrip --ranks 2 --iters 200 --bytes 65536

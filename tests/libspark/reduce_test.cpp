@@ -135,6 +135,28 @@ bool is_nan(DType dt, const std::uint8_t* e) {
   }
 }
 
+// Every runnable level's fold of `inputs` gives the baseline's bytes, element by element,
+// except where both are NaN (see below).
+testing::AssertionResult same_as_baseline(const std::vector<std::pair<CpuIsa, FoldFn>>& folds,
+                                          const void* const* inputs, int n, std::size_t count,
+                                          DType dt, ReduceOp op) {
+  const std::size_t es = dtype_size(dt);
+  std::vector<std::uint8_t> want(count * es), got(count * es);
+  folds.back().second(want.data(), inputs, n, count, dt, op);
+  for (const auto& [isa, fold] : folds) {
+    fold(got.data(), inputs, n, count, dt, op);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint8_t* g = got.data() + i * es;
+      const std::uint8_t* w = want.data() + i * es;
+      if (is_nan(dt, g) && is_nan(dt, w)) continue;
+      if (std::memcmp(g, w, es) != 0)
+        return testing::AssertionFailure() << cpu_isa_name(isa) << " vs baseline: " << to_string(dt)
+                                           << " " << to_string(op) << " element " << i;
+    }
+  }
+  return testing::AssertionSuccess();
+}
+
 // Every level built for this CPU (x86-64: AVX-512, AVX2, baseline) against the baseline, bit
 // for bit, on every type and op, 1-5 inputs, lengths around each vector width and a block: a
 // job whose ranks run on CPUs of different levels gets the same numbers on every rank. Except
@@ -197,25 +219,12 @@ TEST(Reduce, EveryLevelGivesTheBaselinesBits) {
             }
           std::vector<const void*> p;
           for (auto& v : in) p.push_back(v.data());
-          std::vector<std::uint8_t> want(count * es);
-          folds.back().second(want.data(), p.data(), n, count, dt, op);
-          for (const auto& [isa, fold] : folds) {
-            std::vector<std::uint8_t> got(count * es);
-            fold(got.data(), p.data(), n, count, dt, op);
-            for (std::size_t i = 0; i < count; ++i) {
-              const std::uint8_t* g = got.data() + i * es;
-              const std::uint8_t* w = want.data() + i * es;
-              if (is_nan(dt, g) && is_nan(dt, w)) continue;
-              ASSERT_EQ(std::memcmp(g, w, es), 0)
-                  << cpu_isa_name(isa) << " vs baseline: " << to_string(dt) << " " << to_string(op)
-                  << " n " << n << " count " << count << " element " << i;
-            }
-          }
+          ASSERT_TRUE(same_as_baseline(folds, p.data(), n, count, dt, op))
+              << "n " << n << " count " << count;
         }
   }
 }
 
-// SPARK_MAX_CPU_ISA caps the level reduce_n runs; auto is the widest this CPU has.
 // The wider levels convert halves in hardware (F16C): every f16 and bf16 value, folded with a
 // few partners, must round as the baseline's code does.
 TEST(Reduce, EveryLevelRoundsEveryHalfAsTheBaseline) {
@@ -228,23 +237,12 @@ TEST(Reduce, EveryLevelRoundsEveryHalfAsTheBaseline) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::avg}) {
         const std::vector<std::uint16_t> other(every.size(), partner);
         const void* in[] = {every.data(), other.data()};
-        std::vector<std::uint16_t> want(every.size());
-        folds.back().second(want.data(), in, 2, every.size(), dt, op);
-        for (const auto& [isa, fold] : folds) {
-          std::vector<std::uint16_t> got(every.size());
-          fold(got.data(), in, 2, every.size(), dt, op);
-          for (std::size_t i = 0; i < every.size(); ++i) {
-            const auto* g = reinterpret_cast<const std::uint8_t*>(&got[i]);
-            const auto* w = reinterpret_cast<const std::uint8_t*>(&want[i]);
-            if (is_nan(dt, g) && is_nan(dt, w)) continue;
-            ASSERT_EQ(got[i], want[i])
-                << cpu_isa_name(isa) << " " << to_string(dt) << " " << to_string(op) << std::hex
-                << " of 0x" << i << " and 0x" << partner;
-          }
-        }
+        ASSERT_TRUE(same_as_baseline(folds, in, 2, every.size(), dt, op))
+            << "(an element's index is its half's bits), partner 0x" << std::hex << partner;
       }
 }
 
+// SPARK_MAX_CPU_ISA caps the level reduce_n runs; auto is the widest this CPU has.
 TEST(Reduce, MaxCpuIsaCapsTheLevel) {
   const auto folds = runnable_folds();
   EXPECT_EQ(limit_fold_isa(*cpu_isa_from_word("baseline")), CpuIsa::baseline);

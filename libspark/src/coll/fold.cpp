@@ -17,6 +17,7 @@
 
 #ifndef SPARK_FOLD_ISA
 #define SPARK_FOLD_ISA baseline
+#define SPARK_FOLD_EXPORTS_CONVERSIONS  // the rest of libspark calls the baseline's (reduce.hpp)
 #endif
 
 namespace spark::coll::SPARK_FOLD_ISA {
@@ -84,6 +85,7 @@ std::uint16_t to_bf16(float f) noexcept {
 
 }  // namespace
 
+#if defined(SPARK_FOLD_EXPORTS_CONVERSIONS)
 float f16_to_float(std::uint16_t h) noexcept {
   return from_f16(h);
 }
@@ -96,6 +98,7 @@ float bf16_to_float(std::uint16_t h) noexcept {
 std::uint16_t float_to_bf16(float f) noexcept {
   return to_bf16(f);
 }
+#endif
 
 namespace {
 

@@ -13,8 +13,8 @@ namespace spark::coll {
 using FoldFn = void (*)(void* out, const void* const* inputs, int n, std::size_t count, DType dtype,
                         ReduceOp op);
 
-// Every copy has its own conversions too (its folds inline them); the baseline's exported
-// ones are what the rest of libspark calls (reduce.hpp).
+// Every copy has its own conversions too (its folds inline them); only the baseline's are
+// exported, for the rest of libspark (reduce.hpp).
 namespace baseline {
 void fold(void* out, const void* const* inputs, int n, std::size_t count, DType dtype, ReduceOp op);
 float f16_to_float(std::uint16_t h) noexcept;

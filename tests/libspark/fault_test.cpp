@@ -194,6 +194,50 @@ TEST_P(Fault, StoppedPeerTimesOutWithRecord) {
   expect_survivors_passed(codes, 1);  // rank 1: killed by the harness while stopped
 }
 
+// Fills this rank's mailbox at `peer` (stopped): the next message to it waits for a slot.
+void fill_mailbox(CommunicatorImpl& comm, int peer) {
+  const float x = 1.0f;
+  for (int i = 0; i < 100000 && comm.can_post(peer); ++i) comm.send(&x, 1, DType::f32, peer);
+}
+
+// The one-shot allreduce feeds the peers it can before it waits for a slot at a stopped one:
+// rank 1's mailbox at rank 2 is full, so rank 1 sends to rank 0 first, and rank 0 then waits on
+// rank 2 and names it (before: rank 1 waited at rank 2 without sending, and rank 0 named rank
+// 1).
+TEST_P(Fault, OneShotFeedsTheOtherPeersFirst) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = GetParam();
+  spec.timeout_ms = 1000;
+  spec.quick_exit = true;
+  spec.stopped_ranks = {2};
+  auto codes = run_ranks(
+      spec,
+      [](CommunicatorImpl& comm, int rank) {
+        int errors = 0;
+        comm.barrier();
+        if (rank == 2) {
+          ::raise(SIGSTOP);
+          return 0;
+        }
+        if (rank == 1) fill_mailbox(comm, 2);
+        RANK_CHECK(comm.can_post(rank == 1 ? 0 : 1) && (rank == 0) == comm.can_post(2),
+                   "mailboxes: rank 1's at rank 2 should be full, every other one free");
+        errors += expect_failure(
+            comm,
+            [&](const FailureRecord& r, long) {
+              int errors = 0;
+              RANK_CHECK(r.cause == FailureCause::timeout && r.peer == 2 && r.step == 0,
+                         "cause %d peer %d step %u", static_cast<int>(r.cause), r.peer, r.step);
+              return errors;
+            },
+            2);
+        return errors == 0 ? 0 : 1;
+      },
+      std::chrono::seconds(30));
+  expect_survivors_passed(codes);
+}
+
 TEST_P(Fault, SetTimeoutFromAnotherThreadAppliesMidWait) {
   RankSpec spec;
   spec.size = 2;

@@ -12,6 +12,7 @@
 //  mailboxes (slots per peer) bound the memory in flight and the loops cannot deadlock.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,8 +80,7 @@ void CommunicatorImpl::allreduce_one_shot(const std::byte* in, std::byte* out, s
   for (std::size_t k = 0; k < np; ++k) {
     const Range pc = piece(count, pe, k);
     const auto kk = static_cast<std::uint32_t>(k);
-    for (int i = 1; i < size_; ++i)
-      post(peer_at(rank_, size_, i), 0, kk, in + pc.begin * es, pc.len * es, count);
+    post_to_peers(0, kk, in + pc.begin * es, pc.len * es, count);
     for (int i = 1; i < size_; ++i) {
       const int p = peer_at(rank_, size_, i);
       const std::byte* d = take(p, 0, kk, pc.len * es, count).data;
@@ -122,14 +122,12 @@ void CommunicatorImpl::allreduce_two_phase(const std::byte* in, std::byte* out, 
   // RS k+kAhead), so the FIFO mailboxes line up; at most 2*kAhead+2 messages wait per peer.
   constexpr std::size_t kAhead = 2;
   auto post_rs = [&](std::size_t k) {
-    for (int i = 1; i < size_; ++i) {
-      const int p = peer_at(rank_, size_, i);
+    post_to_peers(0, static_cast<std::uint32_t>(k), [&](int p) -> std::optional<Outgoing> {
       const auto up = static_cast<std::size_t>(p);
-      if (k >= np[up]) continue;
+      if (k >= np[up]) return std::nullopt;
       const Range pc = piece(chunk[up].len, pe, k);
-      post(p, 0, static_cast<std::uint32_t>(k), in + (chunk[up].begin + pc.begin) * es, pc.len * es,
-           desc_count);
-    }
+      return Outgoing{in + (chunk[up].begin + pc.begin) * es, pc.len * es, desc_count};
+    });
   };
   auto take_ag = [&](std::size_t k) {
     for (int i = 1; i < size_; ++i) {
@@ -157,9 +155,7 @@ void CommunicatorImpl::allreduce_two_phase(const std::byte* in, std::byte* out, 
       coll::reduce_n(my_out + pc.begin * es, inputs.data(), size_, pc.len, dtype, op);
       for (int i = 1; i < size_; ++i) give_back(peer_at(rank_, size_, i));
       // Phase 1 (allgather): the reduced piece goes to every peer.
-      if (gather)
-        for (int i = 1; i < size_; ++i)
-          post(peer_at(rank_, size_, i), 1, kk, my_out + pc.begin * es, pc.len * es, desc_count);
+      if (gather) post_to_peers(1, kk, my_out + pc.begin * es, pc.len * es, desc_count);
     }
     if (k + kAhead < kmax) post_rs(k + kAhead);
   }
@@ -200,8 +196,7 @@ void CommunicatorImpl::allgather(const void* send, void* recv, std::size_t send_
   for (std::size_t k = 0; k < np; ++k) {
     const Range pc = piece(send_count, pe, k);
     const auto kk = static_cast<std::uint32_t>(k);
-    for (int i = 1; i < size_; ++i)
-      post(peer_at(rank_, size_, i), 0, kk, own + pc.begin * es, pc.len * es, send_count);
+    post_to_peers(0, kk, own + pc.begin * es, pc.len * es, send_count);
     for (int i = 1; i < size_; ++i) {
       const int p = peer_at(rank_, size_, i);
       transport::RecvView v = take(p, 0, kk, pc.len * es, send_count);
@@ -225,9 +220,7 @@ void CommunicatorImpl::broadcast(void* buffer, std::size_t count, DType dtype, i
   if (rank_ == root) {
     for (std::size_t k = 0; k < np; ++k) {
       const Range pc = piece(count, pe, k);
-      for (int i = 1; i < size_; ++i)
-        post(peer_at(rank_, size_, i), 0, static_cast<std::uint32_t>(k), buf + pc.begin * es,
-             pc.len * es, count);
+      post_to_peers(0, static_cast<std::uint32_t>(k), buf + pc.begin * es, pc.len * es, count);
     }
     // Every other rank confirms with an empty message: ranks that disagree about the root
     // (or the call) are caught here, not left holding a buffer that was never filled.
@@ -267,11 +260,10 @@ void CommunicatorImpl::alltoall(const void* send, void* recv, std::size_t count,
   for (std::size_t k = 0; k < np; ++k) {
     const Range pc = piece(count, pe, k);
     const auto kk = static_cast<std::uint32_t>(k);
-    for (int i = 1; i < size_; ++i) {
-      const int p = peer_at(rank_, size_, i);
-      post(p, 0, kk, in + (displs[static_cast<std::size_t>(p)] + pc.begin) * es, pc.len * es,
-           count);
-    }
+    post_to_peers(0, kk, [&](int p) {
+      return std::optional<Outgoing>(
+          Outgoing{in + (displs[static_cast<std::size_t>(p)] + pc.begin) * es, pc.len * es, count});
+    });
     for (int i = 1; i < size_; ++i) {
       const int p = peer_at(rank_, size_, i);
       transport::RecvView v = take(p, 0, kk, pc.len * es, count);
@@ -308,13 +300,12 @@ void CommunicatorImpl::alltoallv(const void* send, const std::size_t* send_count
   }
   for (std::size_t k = 0; k < kmax; ++k) {
     const auto kk = static_cast<std::uint32_t>(k);
-    for (int i = 1; i < size_; ++i) {
-      const int p = peer_at(rank_, size_, i);
+    post_to_peers(0, kk, [&](int p) -> std::optional<Outgoing> {
       const auto up = static_cast<std::size_t>(p);
-      if (k >= pieces(send_counts[up], pe)) continue;
+      if (k >= pieces(send_counts[up], pe)) return std::nullopt;
       const Range pc = piece(send_counts[up], pe, k);
-      post(p, 0, kk, in + (send_displs[up] + pc.begin) * es, pc.len * es, send_counts[up]);
-    }
+      return Outgoing{in + (send_displs[up] + pc.begin) * es, pc.len * es, send_counts[up]};
+    });
     for (int i = 1; i < size_; ++i) {
       const int p = peer_at(rank_, size_, i);
       const auto up = static_cast<std::size_t>(p);
@@ -362,7 +353,7 @@ void CommunicatorImpl::recv(void* buffer, std::size_t count, DType dtype, int pe
 void CommunicatorImpl::barrier() {
   begin("barrier", call(Coll::barrier, DType::u8, 0, -1, 0), true);
   if (size_ == 1) return;
-  for (int i = 1; i < size_; ++i) post(peer_at(rank_, size_, i), 0, 0, nullptr, 0, 0);
+  post_to_peers(0, 0, nullptr, 0, 0);
   for (int i = 1; i < size_; ++i) {
     const int p = peer_at(rank_, size_, i);
     take(p, 0, 0, 0, 0);

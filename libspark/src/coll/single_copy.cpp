@@ -130,8 +130,7 @@ CommunicatorImpl::CopyOutcome CommunicatorImpl::exchange_copy_buffers(
   theirs.assign(static_cast<std::size_t>(size_), CopyBuffers{});
   std::vector<coll::CopyTuner::Vote> votes(static_cast<std::size_t>(size_));
   votes[static_cast<std::size_t>(rank_)] = ask.vote;
-  for (int i = 1; i < size_; ++i)
-    post(peer_at(rank_, size_, i), 0, 0, &mine, sizeof mine, desc_count);
+  post_to_peers(0, 0, &mine, sizeof mine, desc_count);
   for (int i = 1; i < size_; ++i) {
     const int p = peer_at(rank_, size_, i);
     const auto up = static_cast<std::size_t>(p);

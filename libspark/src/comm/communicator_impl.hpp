@@ -15,6 +15,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "coll/call_desc.hpp"
 #include "coll/copy_tuner.hpp"
+#include "coll/partition.hpp"
 #include "comm/trace.hpp"
 #include "comm/wait_policy.hpp"
 #include "config/options.hpp"
@@ -139,6 +140,9 @@ class CommunicatorImpl {
   /// This rank may read and write every peer's memory (cross-memory attach, tested when the
   /// shm transport attached): its part of the single-copy agreement (coll/collectives.cpp).
   bool reaches_every_peer_memory() const noexcept;
+  /// Whether a message to `peer` would go out now, without waiting for a slot; for tests that
+  /// fill a stopped peer's mailbox.
+  bool can_post(int peer);
   /// Smallest allgather (bytes per rank) and broadcast that follow the ring of direct links
   /// when the fabric map is not fully connected (docs/fabric.md); SIZE_MAX: never (relay).
   /// Every rank must use the same values; for measurements and tests.
@@ -160,6 +164,42 @@ class CommunicatorImpl {
   /// Waits for a credit to `peer`, then sends one piece.
   void post(int peer, std::uint32_t step, std::uint32_t piece, const void* data, std::size_t bytes,
             std::uint64_t count_for_peer);
+  /// One message to a peer: its payload and the element count the peer's call should have.
+  struct Outgoing {
+    const void* data = nullptr;
+    std::size_t bytes = 0;
+    std::uint64_t count_for_peer = 0;
+  };
+  /// Posts piece `piece` of `step` to every peer that `to(peer)` gives a message
+  /// (std::optional<Outgoing>; nullopt: none this round), those with a free slot first: a rank
+  /// whose mailbox at one peer is full (that peer stopped) still feeds the others, which then
+  /// wait on the stopped peer and name it in their records, not this rank (fault_test
+  /// OneShotFeedsTheOtherPeersFirst). Each peer's messages keep their order.
+  template <class To>
+  void post_to_peers(std::uint32_t step, std::uint32_t piece, To&& to) {
+    std::vector<int> full;  // allocates only when a mailbox is full
+    for (int i = 1; i < size_; ++i) {
+      const int p = coll::peer_at(rank_, size_, i);
+      const std::optional<Outgoing> m = to(p);
+      if (!m) continue;
+      if (can_post(p))
+        by_peer_[static_cast<std::size_t>(p)]->send(
+            world_rank(p), header(step, piece, m->bytes, m->count_for_peer), m->data);
+      else
+        full.push_back(p);
+    }
+    for (const int p : full) {
+      const Outgoing m = *to(p);
+      post(p, step, piece, m.data, m.bytes, m.count_for_peer);
+    }
+  }
+  /// The same message to every peer (post_to_peers).
+  void post_to_peers(std::uint32_t step, std::uint32_t piece, const void* data, std::size_t bytes,
+                     std::uint64_t count_for_peer) {
+    post_to_peers(step, piece, [&](int) {
+      return std::optional<Outgoing>(Outgoing{data, bytes, count_for_peer});
+    });
+  }
   /// The header of this op's message (post's; also sent without waiting where a failed call
   /// still tells its peers, coll/collectives.cpp).
   transport::MsgHeader header(std::uint32_t step, std::uint32_t piece, std::size_t bytes,

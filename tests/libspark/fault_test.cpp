@@ -200,6 +200,57 @@ void fill_mailbox(CommunicatorImpl& comm, int peer) {
   for (int i = 0; i < 100000 && comm.can_post(peer); ++i) comm.send(&x, 1, DType::f32, peer);
 }
 
+// A cascade: rank 2 stops; rank 1 blocks on it (its mailbox there full) and times out first;
+// rank 0 waits on rank 1 from 300 ms later. Rank 1 fails and lives on (SPARK_ON_FAILURE=raise,
+// as the harness runs), yet rank 0 must not time out on it: rank 1's failure tells its peers
+// at once (Transport::leave), and rank 0's record says rank 1 left, ~300 ms before its own
+// deadline (before: a timeout naming rank 1, which was itself waiting).
+TEST_P(Fault, RankThatFailsTellsItsPeersAtOnce) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = GetParam();
+  spec.timeout_ms = 1000;
+  spec.quick_exit = true;
+  spec.stopped_ranks = {2};
+  auto codes = run_ranks(
+      spec,
+      [](CommunicatorImpl& comm, int rank) {
+        int errors = 0;
+        comm.barrier();
+        if (rank == 2) {
+          ::raise(SIGSTOP);
+          return 0;
+        }
+        float x = 1.0f;
+        const auto t0 = Clock::now();
+        try {
+          if (rank == 1) {
+            fill_mailbox(comm, 2);
+            comm.send(&x, 1, DType::f32, 2);
+          } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            comm.recv(&x, 1, DType::f32, 1);
+          }
+          RANK_CHECK(false, "the call completed although rank 2 is stopped");
+        } catch (const CommFailure& e) {
+          const FailureRecord& r = e.record();
+          std::fprintf(stderr, "rank %d (after %ld ms): %s\n", rank, ms_since(t0), e.what());
+          if (rank == 1) {
+            RANK_CHECK(r.cause == FailureCause::timeout && r.peer == 2, "rank 1 named: %s",
+                       e.what());
+            // Alive past rank 0's deadline: only the notice can tell rank 0.
+            std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+          } else {
+            RANK_CHECK(r.cause == FailureCause::peer_closed && r.peer == 1 && r.waited_ms < 1000,
+                       "rank 0 should report rank 1 leaving before its own deadline: %s", e.what());
+          }
+        }
+        return errors == 0 ? 0 : 1;
+      },
+      std::chrono::seconds(30));
+  expect_survivors_passed(codes);
+}
+
 // The one-shot allreduce feeds the peers it can before it waits for a slot at a stopped one:
 // rank 1's mailbox at rank 2 is full, so rank 1 sends to rank 0 first, and rank 0 then waits on
 // rank 2 and names it (before: rank 1 waited at rank 2 without sending, and rank 0 named rank

@@ -42,6 +42,9 @@ class Bootstrap {
   /// env: rank 0's store is told, the message goes to stderr, the peers see the connections
   /// of this process close and fail at once; singleton: stderr.
   virtual void abort(int status, const std::string& message) noexcept = 0;
+  /// Whether abort() has a launcher end every rank (pmix: sparkrun, srun) and print the
+  /// message of the first rank that reported; the others leave it to their peers to notice.
+  virtual bool abort_ends_the_group() const noexcept { return false; }
 };
 
 /// PMIx (when PMIX_RANK / PMIX_NAMESPACE are set), then env rendezvous (SPARK_RANK/SPARK_SIZE

@@ -281,6 +281,7 @@ class PmixBootstrap final : public Bootstrap {
     return {p, p + bo.size};
   }
 
+  bool abort_ends_the_group() const noexcept override { return true; }
   void abort(int status, const std::string& message) noexcept override {
     const int code = status == 0 ? 1 : status;
     if (print_abort_) {

@@ -177,6 +177,13 @@ class Transport {
   }
   /// Whether the peer is still there; `detail` gets a reason when it is not.
   virtual PeerState peer_state(int peer, std::string* detail) = 0;
+  /// This rank failed (its record is made): tell every peer at once, before the process ends
+  /// (its exit can take long: RDMA teardown) or while it lives on (SPARK_ON_FAILURE=raise). A
+  /// peer waiting on this rank then fails with peer_closed at once instead of timing out on
+  /// it: in a cascade (rank 2 stopped, rank 1 timed out on it, rank 0 waits on rank 1) the
+  /// records name the stopped rank or this one's leaving, never a timeout of a rank that was
+  /// itself waiting. Afterwards the transport only answers peer_state and is destroyed.
+  virtual void leave() noexcept {}
   /// Whether what a wait on `peer` for `kind` needs can still come: the wait point's question.
   /// A transport with several connections per peer answers for the one the wait depends on
   /// (tcp: a peer that finished and exited closes all of its connections, and a close on one

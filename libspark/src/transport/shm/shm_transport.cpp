@@ -44,6 +44,8 @@ struct alignas(kLine) Control {
   // 1: the segment's owner registered for membarrier (heavy_fence.hpp), written before its
   // endpoint is published and never again; the pair's light path needs both ends' 1.
   std::atomic<std::uint32_t> owner_membarrier{0};
+  // 1: the sender failed and left (Transport::leave); written once, by the sender only.
+  std::atomic<std::uint32_t> left{0};
 };
 static_assert(std::atomic<std::int64_t>::is_always_lock_free);
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -530,9 +532,27 @@ bool ShmTransport::exited(Peer& p) {
 
 PeerState ShmTransport::peer_state(int peer_rank, std::string* detail) {
   Peer& p = peer(peer_rank);
-  if (!exited(p)) return PeerState::ok;
-  if (detail != nullptr) *detail = "process of rank " + std::to_string(peer_rank) + " exited";
+  if (exited(p)) {
+    if (detail != nullptr) *detail = "process of rank " + std::to_string(peer_rank) + " exited";
+    return PeerState::closed;
+  }
+  if (p.rx->ctl.left.load(std::memory_order_acquire) == 0) return PeerState::ok;
+  if (detail != nullptr)
+    *detail = "rank " + std::to_string(peer_rank) + " failed and left (its own record says why)";
   return PeerState::closed;
+}
+
+void ShmTransport::leave() noexcept {
+  // The flag goes into the mailbox this rank writes (in the peer's segment, which the peer
+  // reads as its rx); then a wake-up of whatever the peer sleeps on: its data wait on `head`
+  // of that mailbox, its credit wait on `tail` of its mailbox here (rx). A peer between its
+  // check and its sleep misses the wake and sees the flag after its slice (at most 20 ms).
+  for (const auto& p : peers_) {
+    if (!p || p->rx == nullptr || p->tx == nullptr) continue;
+    p->tx->ctl.left.store(1, std::memory_order_seq_cst);
+    futex(&p->tx->ctl.head, FUTEX_WAKE, std::numeric_limits<std::int32_t>::max(), nullptr);
+    futex(&p->rx->ctl.tail, FUTEX_WAKE, std::numeric_limits<std::int32_t>::max(), nullptr);
+  }
 }
 
 }  // namespace spark::transport

@@ -76,6 +76,7 @@ class ShmTransport final : public Transport {
   void block(int peer, WaitKind kind, std::chrono::microseconds max) override;
   std::optional<std::chrono::nanoseconds> take_wake_latency() noexcept override;
   PeerState peer_state(int peer, std::string* detail) override;
+  void leave() noexcept override;
   bool can_access_peer(int peer) const noexcept override;
   int access_peer(int peer, void* local, std::uint64_t remote, std::size_t bytes,
                   bool write) override;

@@ -742,6 +742,11 @@ PeerState TcpTransport::conn_state(const Conn& c, int q, std::string* detail) {
   return PeerState::closed;
 }
 
+void TcpTransport::leave() noexcept {
+  for (Conn* c : all_)
+    if (c->fd >= 0 && !c->closed) ::shutdown(c->fd, SHUT_RDWR);
+}
+
 PeerState TcpTransport::peer_state(int q, std::string* detail) {
   for (const Conn& c : peer(q).lanes)
     if (c.closed) return conn_state(c, q, detail);

@@ -128,6 +128,8 @@ class TcpTransport final : public Transport {
   bool has_pending() const noexcept override;
   void block(int peer, WaitKind kind, std::chrono::microseconds max) override;
   PeerState peer_state(int peer, std::string* detail) override;
+  /// Shuts every own connection down: the peers read its end at once.
+  void leave() noexcept override;
   /// data: the connection the next message comes on; credit: the one the next message goes
   /// on; send_done: any (peer_state).
   PeerState wait_state(int peer, WaitKind kind, std::string* detail) override;

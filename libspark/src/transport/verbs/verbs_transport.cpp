@@ -29,6 +29,7 @@ namespace {
 constexpr std::size_t kHeaderArea = 64;  // MsgHeader (40 B) + pad; the flag is its last word
 constexpr std::size_t kFlagOffset = 56;
 constexpr char kGoodbye = 'B';  // on the liveness connection: "my transport ended cleanly"
+constexpr char kFailed = 'F';   // on the liveness connection: "I failed and left" (leave())
 constexpr std::size_t kCreditArea = 64;
 static_assert(sizeof(MsgHeader) <= kFlagOffset);
 
@@ -156,7 +157,8 @@ VerbsTransport::~VerbsTransport() {
   // Goodbye byte first (see send_idle); only to peers we are on good terms with.
   for (auto& p : peers_)
     if (p && p->live_fd >= 0) {
-      if (p->error.empty()) (void)!::send(p->live_fd, &kGoodbye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (p->error.empty() && !left_)
+        (void)!::send(p->live_fd, &kGoodbye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(p->live_fd);
     }
 }
@@ -228,12 +230,21 @@ bool VerbsTransport::check_alive(Peer& p, int peer_rank) {
   if (p.live_fd < 0) return true;
   pollfd pfd{p.live_fd, POLLIN, 0};
   if (::poll(&pfd, 1, 0) <= 0) return true;
-  // After the greeting only a goodbye byte travels here, then the close.
+  // After the greeting only a goodbye or a failed byte travels here, then the close.
   char buf[8];
   for (;;) {
     ssize_t n = ::recv(p.live_fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
       if (std::memchr(buf, kGoodbye, static_cast<std::size_t>(n)) != nullptr) p.finished = true;
+      if (std::memchr(buf, kFailed, static_cast<std::size_t>(n)) != nullptr) {
+        p.closed = true;
+        if (p.error.empty()) {
+          p.error =
+              "rank " + std::to_string(peer_rank) + " failed and left (its own record says why)";
+          p.closed_first = true;
+        }
+        break;
+      }
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
@@ -677,6 +688,13 @@ void VerbsTransport::drain_events(Lane& lane) {
   ibv_cq* cq = nullptr;
   void* ctx = nullptr;
   while (ibv_get_cq_event(lane.channel.get(), &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+}
+
+void VerbsTransport::leave() noexcept {
+  left_ = true;
+  for (auto& p : peers_)
+    if (p && p->live_fd >= 0 && !p->closed)
+      (void)!::send(p->live_fd, &kFailed, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 PeerState VerbsTransport::peer_state(int peer_rank, std::string* detail) {

@@ -135,6 +135,8 @@ class VerbsTransport final : public Transport {
   bool has_pending() const noexcept override;
   void block(int peer, WaitKind kind, std::chrono::microseconds max) override;
   PeerState peer_state(int peer, std::string* detail) override;
+  /// A "failed" byte on every liveness connection (its teardown can take long).
+  void leave() noexcept override;
 
  private:
   struct Lane;    // one device: context, PD, CQ, MR, memory
@@ -196,6 +198,7 @@ class VerbsTransport final : public Transport {
   std::optional<net::Listener> listener_;  ///< liveness, on every address (one cable per peer)
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank; QPs die before lanes
+  bool left_ = false;  ///< leave() told the peers this rank failed: no goodbye after it
   std::vector<std::pair<int, std::string>> unreachable_;  ///< peers given up at the probe
   std::unique_ptr<VerbsRelay> relay_;                     ///< declared last: stopped first
 };

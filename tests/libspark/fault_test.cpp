@@ -195,13 +195,16 @@ TEST_P(Fault, StoppedPeerTimesOutWithRecord) {
 }
 
 // Fills this rank's mailbox at `peer` (stopped): the next message to it waits for a slot.
+// After 200 ms: credits the peer gave back before it stopped may still be on their way (RoCE:
+// an RDMA WRITE the kernel completes later; tcp: a credit frame).
 void fill_mailbox(CommunicatorImpl& comm, int peer) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const float x = 1.0f;
   for (int i = 0; i < 100000 && comm.can_post(peer); ++i) comm.send(&x, 1, DType::f32, peer);
 }
 
 // A cascade: rank 2 stops; rank 1 blocks on it (its mailbox there full) and times out first;
-// rank 0 waits on rank 1 from 300 ms later. Rank 1 fails and lives on (SPARK_ON_FAILURE=raise,
+// rank 0 waits on rank 1 from ~300 ms later. Rank 1 fails and lives on (SPARK_ON_FAILURE=raise,
 // as the harness runs), yet rank 0 must not time out on it: rank 1's failure tells its peers
 // at once (Transport::leave), and rank 0's record says rank 1 left, ~300 ms before its own
 // deadline (before: a timeout naming rank 1, which was itself waiting).
@@ -228,7 +231,7 @@ TEST_P(Fault, RankThatFailsTellsItsPeersAtOnce) {
             fill_mailbox(comm, 2);
             comm.send(&x, 1, DType::f32, 2);
           } else {
-            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
             comm.recv(&x, 1, DType::f32, 1);
           }
           RANK_CHECK(false, "the call completed although rank 2 is stopped");

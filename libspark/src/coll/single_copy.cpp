@@ -91,6 +91,13 @@ CommunicatorImpl::CopyOutcome CommunicatorImpl::allreduce_single_copy(const std:
   // the exchange itself is handed off like one in the copy (else the peers that have the
   // addresses copy from buffers the caller may already have freed, and fail with "Bad
   // address" naming this rank instead of the cause).
+  // A failure here tells the peers through the "left" notices first (leave_single_copy), then
+  // through the transports (leave_peers).
+  struct DeferLeave {
+    bool& deferred;
+    explicit DeferLeave(bool& d) : deferred(d) { deferred = true; }
+    ~DeferLeave() { deferred = false; }
+  } defer(world_->leave_deferred_);
   try {
     if (const CopyOutcome o = exchange_copy_buffers(in, out, ask, theirs, state);
         o != CopyOutcome::copied)
@@ -259,6 +266,7 @@ void CommunicatorImpl::leave_single_copy(int blamed, SingleCopyState& state) {
     if (!state.told[static_cast<std::size_t>(p)] && t.can_send(world_rank(p)))
       t.send(world_rank(p), header(kLeftStep, 0, 0, desc_count), nullptr);
   }
+  world_->leave_peers();
   for (int i = 1; i < size_; ++i) {
     const int p = peer_at(rank_, size_, i);
     const auto up = static_cast<std::size_t>(p);

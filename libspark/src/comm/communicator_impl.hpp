@@ -328,6 +328,11 @@ class CommunicatorImpl {
   /// Takes the group-wide first failure (the world's): records, traces and reports it once;
   /// returns the record that won.
   FailureRecord commit_failure(const FailureRecord& record);
+  /// Tells the peers this rank failed (Transport::leave on the world's transports), unless
+  /// the launcher ends the group on the report (Bootstrap::abort_ends_the_group). The single
+  /// copy defers it (leave_deferred_) until its "left" notices are out: they say more.
+  void leave_peers() noexcept;
+  bool leave_deferred_ = false;  ///< the world's: a single copy is under way
 
   /// Sub-communicators share the world's connections: per peer pair one FIFO of messages
   /// carries every communicator's traffic, in the order both ranks call them. world_ owns the

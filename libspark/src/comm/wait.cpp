@@ -186,17 +186,20 @@ FailureRecord CommunicatorImpl::commit_failure(const FailureRecord& record) {
         trace_->failure(to_string(rec));
         trace_->flush();  // before abort: it does not return
       }
-      // The peers learn at once that this rank failed (Transport::leave), except where the
-      // launcher ends the group on this report: there the report must come first, as sparkrun
-      // prints the first one it gets, and the peers' records of this rank leaving would race it.
-      if (!options_.report_failures || !boot_->abort_ends_the_group())
-        for (auto& t : transports_) t->leave();
+      if (!leave_deferred_) leave_peers();
       if (options_.report_failures) boot_->abort(1, to_string(rec));
     } else {
       rec = record_;
     }
   }
   return rec;
+}
+
+void CommunicatorImpl::leave_peers() noexcept {
+  // Where the launcher ends the group on this report, the report must come first: sparkrun
+  // prints the first one it gets, and the peers' records of this rank leaving would race it.
+  if (options_.report_failures && boot_->abort_ends_the_group()) return;
+  for (auto& t : transports_) t->leave();
 }
 
 std::optional<FailureRecord> CommunicatorImpl::failure() const {

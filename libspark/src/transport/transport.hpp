@@ -85,8 +85,9 @@ struct RecvView {
 /// What the wait point is waiting for (so block() can wait on the right flag / fd).
 enum class WaitKind : std::uint8_t { data, credit, send_done };
 
-/// Health of the connection to one peer.
-enum class PeerState : std::uint8_t { ok, closed, error };
+/// Health of the connection to one peer. left: the peer failed, said so (leave()) and may
+/// still be alive; closed: its process or connection is gone.
+enum class PeerState : std::uint8_t { ok, closed, error, left };
 
 /// What wire-up (comm/wireup.cpp) gives a transport's factory (registry.hpp) and connect().
 struct Setup {
@@ -182,7 +183,8 @@ class Transport {
   /// peer waiting on this rank then fails with peer_closed at once instead of timing out on
   /// it: in a cascade (rank 2 stopped, rank 1 timed out on it, rank 0 waits on rank 1) the
   /// records name the stopped rank or this one's leaving, never a timeout of a rank that was
-  /// itself waiting. Afterwards the transport only answers peer_state and is destroyed.
+  /// itself waiting. The peers see PeerState::left (tcp: closed). Afterwards this rank sends
+  /// nothing more through the transport. Called on the collective thread only.
   virtual void leave() noexcept {}
   /// Whether what a wait on `peer` for `kind` needs can still come: the wait point's question.
   /// A transport with several connections per peer answers for the one the wait depends on

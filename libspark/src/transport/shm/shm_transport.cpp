@@ -47,6 +47,7 @@ struct alignas(kLine) Control {
   // 1: the sender failed and left (Transport::leave); written once, by the sender only.
   std::atomic<std::uint32_t> left{0};
 };
+static_assert(sizeof(Control) == 3 * kLine);  // `left` shares the third line
 static_assert(std::atomic<std::int64_t>::is_always_lock_free);
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
@@ -539,7 +540,7 @@ PeerState ShmTransport::peer_state(int peer_rank, std::string* detail) {
   if (p.rx->ctl.left.load(std::memory_order_acquire) == 0) return PeerState::ok;
   if (detail != nullptr)
     *detail = "rank " + std::to_string(peer_rank) + " failed and left (its own record says why)";
-  return PeerState::closed;
+  return PeerState::left;
 }
 
 void ShmTransport::leave() noexcept {

@@ -241,7 +241,7 @@ bool VerbsTransport::check_alive(Peer& p, int peer_rank) {
         if (p.error.empty()) {
           p.error =
               "rank " + std::to_string(peer_rank) + " failed and left (its own record says why)";
-          p.closed_first = true;
+          p.left = true;
         }
         break;
       }
@@ -703,6 +703,7 @@ PeerState VerbsTransport::peer_state(int peer_rank, std::string* detail) {
   check_alive(p, peer_rank);
   if (p.error.empty()) return PeerState::ok;
   if (detail != nullptr) *detail = p.error;
+  if (p.left) return PeerState::left;
   // A write that failed before the close (a cable down, then the peer gave up) is the cause.
   return p.closed_first ? PeerState::closed : PeerState::error;
 }

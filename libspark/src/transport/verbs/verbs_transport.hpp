@@ -163,6 +163,7 @@ class VerbsTransport final : public Transport {
     int live_fd = -1;   ///< liveness connection (-1: none)
     bool closed = false;
     bool closed_first = false;  ///< the close was the first error (else: a failed write was)
+    bool left = false;          ///< it said it failed and left (the 'F' byte, leave())
     bool finished = false;      ///< it sent the goodbye byte: its transport ended cleanly
   };
 

@@ -142,7 +142,9 @@ class CommunicatorImpl {
   bool reaches_every_peer_memory() const noexcept;
   /// Whether a message to `peer` would go out now, without waiting for a slot; for tests that
   /// fill a stopped peer's mailbox.
-  bool can_post(int peer);
+  bool can_post(int peer) {
+    return by_peer_[static_cast<std::size_t>(peer)]->can_send(world_rank(peer));
+  }
   /// Smallest allgather (bytes per rank) and broadcast that follow the ring of direct links
   /// when the fabric map is not fully connected (docs/fabric.md); SIZE_MAX: never (relay).
   /// Every rank must use the same values; for measurements and tests.

@@ -276,10 +276,6 @@ void CommunicatorImpl::post(int peer, std::uint32_t step, std::uint32_t piece, c
   t.send(wp, header(step, piece, bytes, count_for_peer), data);
 }
 
-bool CommunicatorImpl::can_post(int peer) {
-  return by_peer_[static_cast<std::size_t>(peer)]->can_send(world_rank(peer));
-}
-
 transport::MsgHeader CommunicatorImpl::header(std::uint32_t step, std::uint32_t piece,
                                               std::size_t bytes,
                                               std::uint64_t count_for_peer) const noexcept {

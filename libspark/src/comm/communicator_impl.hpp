@@ -88,6 +88,10 @@ class CommunicatorImpl {
   void check_health() const;
   void set_timeout_ms(std::uint32_t ms);
   std::uint32_t timeout_ms() const noexcept { return timeout_ms_.load(std::memory_order_relaxed); }
+  /// A wait past its timeout tells the peers this rank failed, then waits timeout / this more
+  /// for the peer it waited on to say the same before it records (comm/wait.cpp,
+  /// docs/fail-stop.md).
+  static constexpr std::uint32_t kTimeoutGraceDivisor = 32;
   /// Marks the communicator FAILED with a record made elsewhere (e.g. a GPU kernel's wait or
   /// the device proxy) and applies the report policy. The first record wins; no-op after.
   void fail_external(const FailureRecord& record) noexcept;
@@ -335,6 +339,7 @@ class CommunicatorImpl {
   /// copy defers it (leave_deferred_) until its "left" notices are out: they say more.
   void leave_peers() noexcept;
   bool leave_deferred_ = false;  ///< the world's: a single copy is under way
+  bool told_peers_ = false;      ///< leave_peers() did its work
 
   /// Sub-communicators share the world's connections: per peer pair one FIFO of messages
   /// carries every communicator's traffic, in the order both ranks call them. world_ owns the

@@ -474,6 +474,7 @@ void TcpTransport::mark_closed(Conn& c, const std::string& why) {
 }
 
 void TcpTransport::flush(Conn& c) {
+  if (left_) c.queue.clear();  // nothing more goes out (leave); not a close by the peer
   while (!c.queue.empty() && !c.closed) {
     Frame& f = c.queue.front();
     iovec iov[2];
@@ -638,7 +639,7 @@ void TcpTransport::send(int q, const MsgHeader& header, const void* data) {
   Peer& p = peer(q);
   Conn& c = p.lanes[p.tx_lane];
   p.tx_lane = next_lane(p.tx_lane, header.bytes, p.lanes.size());
-  if (c.closed) return;
+  if (c.closed || left_) return;
   Frame f;
   f.header = header;
   f.header.kind = kData | (c.credits_owed << 8);  // piggyback credits we owe
@@ -743,8 +744,12 @@ PeerState TcpTransport::conn_state(const Conn& c, int q, std::string* detail) {
 }
 
 void TcpTransport::leave() noexcept {
+  // The write side only: the peers read the end, and this rank still reads theirs (a peer
+  // that leaves too is seen in the grace of a timed-out wait, comm/wait.cpp).
+  left_ = true;
+  // Also where the peer's end was read (it left first): it may wait on this rank in its grace.
   for (Conn* c : all_)
-    if (c->fd >= 0 && !c->closed) ::shutdown(c->fd, SHUT_RDWR);
+    if (c->fd >= 0) ::shutdown(c->fd, SHUT_WR);
 }
 
 PeerState TcpTransport::peer_state(int q, std::string* detail) {

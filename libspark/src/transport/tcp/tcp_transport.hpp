@@ -128,7 +128,7 @@ class TcpTransport final : public Transport {
   bool has_pending() const noexcept override;
   void block(int peer, WaitKind kind, std::chrono::microseconds max) override;
   PeerState peer_state(int peer, std::string* detail) override;
-  /// Shuts every own connection down: the peers read its end at once.
+  /// Shuts the write side of every own connection: the peers read its end at once.
   void leave() noexcept override;
   /// data: the connection the next message comes on; credit: the one the next message goes
   /// on; send_done: any (peer_state).
@@ -212,6 +212,7 @@ class TcpTransport final : public Transport {
   std::vector<fabric::Lane> data_lanes_;      ///< SPARK_DATA_NET lanes (empty: not set)
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank
   std::vector<Conn*> all_;
+  bool left_ = false;  ///< leave(): nothing more is sent
   TcpRelay::OnFailure on_relay_failure_;
   TcpRelay::TimeoutSource relay_timeout_;
   std::unique_ptr<TcpRelay> relay_;  ///< started when this rank relays for someone

@@ -692,9 +692,9 @@ void VerbsTransport::drain_events(Lane& lane) {
 
 void VerbsTransport::leave() noexcept {
   left_ = true;
+  // Also to a peer that left first: it may wait on this rank in its grace (comm/wait.cpp).
   for (auto& p : peers_)
-    if (p && p->live_fd >= 0 && !p->closed)
-      (void)!::send(p->live_fd, &kFailed, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (p && p->live_fd >= 0) (void)!::send(p->live_fd, &kFailed, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 PeerState VerbsTransport::peer_state(int peer_rank, std::string* detail) {

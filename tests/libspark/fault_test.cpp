@@ -256,13 +256,14 @@ TEST_P(Fault, RankThatFailsTellsItsPeersAtOnce) {
 
 // The cascade the other way round: rank 0 begins to wait on rank 1 60 ms before rank 1 blocks
 // on the stopped rank 2, so rank 0's deadline runs out first. Rank 0 must not blame rank 1: it
-// tells its peers, waits the grace (timeout / 32 = 100 ms) for rank 1 to say it left, and its
-// record names that (before: a timeout naming rank 1, which was itself waiting).
+// tells its peers, waits the grace (timeout / 32 = 100 ms; 300 ms under emulation, whose
+// processes stall for tens of ms) for rank 1 to say it left, and its record names that
+// (before: a timeout naming rank 1, which was itself waiting).
 TEST_P(Fault, FirstDeadlineWaitsTheGraceForTheRankItWaitsOn) {
   RankSpec spec;
   spec.size = 3;
   spec.transport = GetParam();
-  spec.timeout_ms = 3200;
+  spec.timeout_ms = emulated() ? 9600 : 3200;
   spec.quick_exit = true;
   spec.stopped_ranks = {2};
   // Rank 1 says here when its mailbox at rank 2 is full (the ranks are forked).

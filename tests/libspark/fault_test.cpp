@@ -254,65 +254,6 @@ TEST_P(Fault, RankThatFailsTellsItsPeersAtOnce) {
   expect_survivors_passed(codes);
 }
 
-// The cascade the other way round: rank 0 begins to wait on rank 1 60 ms before rank 1 blocks
-// on the stopped rank 2, so rank 0's deadline runs out first. Rank 0 must not blame rank 1: it
-// tells its peers, waits the grace (timeout / 32 = 100 ms; 300 ms under emulation, whose
-// processes stall for tens of ms) for rank 1 to say it left, and its record names that
-// (before: a timeout naming rank 1, which was itself waiting).
-TEST_P(Fault, FirstDeadlineWaitsTheGraceForTheRankItWaitsOn) {
-  RankSpec spec;
-  spec.size = 3;
-  spec.transport = GetParam();
-  spec.timeout_ms = emulated() ? 9600 : 3200;
-  spec.quick_exit = true;
-  spec.stopped_ranks = {2};
-  // Rank 1 says here when its mailbox at rank 2 is full (the ranks are forked).
-  void* shared = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(shared, MAP_FAILED);
-  auto* filled = static_cast<std::atomic<int>*>(shared);
-  filled->store(0);
-  auto codes = run_ranks(
-      spec,
-      [&](CommunicatorImpl& comm, int rank) {
-        int errors = 0;
-        comm.barrier();
-        if (rank == 2) {
-          ::raise(SIGSTOP);
-          return 0;
-        }
-        float x = 1.0f;
-        const auto t0 = Clock::now();
-        try {
-          if (rank == 1) {
-            fill_mailbox(comm, 2);
-            filled->store(1);
-            std::this_thread::sleep_for(std::chrono::milliseconds(60));
-            comm.send(&x, 1, DType::f32, 2);
-          } else {
-            while (filled->load() == 0 && ms_since(t0) < 10000)
-              std::this_thread::sleep_for(std::chrono::microseconds(200));
-            comm.recv(&x, 1, DType::f32, 1);
-          }
-          RANK_CHECK(false, "the call completed although rank 2 is stopped");
-        } catch (const CommFailure& e) {
-          const FailureRecord& r = e.record();
-          std::fprintf(stderr, "rank %d (after %ld ms): %s\n", rank, ms_since(t0), e.what());
-          if (rank == 1) {
-            RANK_CHECK(r.cause == FailureCause::timeout && r.peer == 2, "rank 1 named: %s",
-                       e.what());
-            std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // alive
-          } else {
-            RANK_CHECK(r.cause == FailureCause::peer_closed && r.peer == 1,
-                       "rank 0 should report rank 1 leaving within its grace: %s", e.what());
-          }
-        }
-        return errors == 0 ? 0 : 1;
-      },
-      std::chrono::seconds(30));
-  ::munmap(shared, 4096);
-  expect_survivors_passed(codes);
-}
-
 // The one-shot allreduce feeds the peers it can before it waits for a slot at a stopped one:
 // rank 1's mailbox at rank 2 is full, so rank 1 sends to rank 0 first, and rank 0 then waits on
 // rank 2 and names it (before: rank 1 waited at rank 2 without sending, and rank 0 named rank

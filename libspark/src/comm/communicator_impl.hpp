@@ -88,10 +88,6 @@ class CommunicatorImpl {
   void check_health() const;
   void set_timeout_ms(std::uint32_t ms);
   std::uint32_t timeout_ms() const noexcept { return timeout_ms_.load(std::memory_order_relaxed); }
-  /// A wait past its timeout tells the peers this rank failed, then waits timeout / this more
-  /// for the peer it waited on to say the same before it records (comm/wait.cpp,
-  /// docs/fail-stop.md).
-  static constexpr std::uint32_t kTimeoutGraceDivisor = 32;
   /// Marks the communicator FAILED with a record made elsewhere (e.g. a GPU kernel's wait or
   /// the device proxy) and applies the report policy. The first record wins; no-op after.
   void fail_external(const FailureRecord& record) noexcept;

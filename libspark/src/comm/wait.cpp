@@ -123,31 +123,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
            static_cast<std::uint32_t>(waited.count() / 1000), timeout, detail);
     }
     if (waited >= limit) {
-      // The wait has failed. Before the record: tell the peers (so a rank waiting on this one
-      // fails now, naming this rank's leaving), then give the peer waited on a grace of 1/32
-      // of the timeout to say the same. In a cascade (rank 2 stopped, rank 1 waiting on it,
-      // rank 0 waiting on rank 1) whichever deadline runs out first, the two records then name
-      // rank 2 and rank 1's leaving, as long as the deadlines lie within the grace (they start
-      // a message apart); without it rank 0's could come first and blame rank 1, itself
-      // waiting. Data that comes in the grace ends it: the peer is alive, the record a timeout.
-      if (!world_->leave_deferred_) world_->leave_peers();
-      const auto grace_end = now + limit / kTimeoutGraceDivisor;
-      for (Clock::time_point g = now; g < grace_end; g = Clock::now()) {
-        for (auto& tr : transports) tr->progress();
-        if (ready(ctx)) break;
-        if (t.wait_state(wp, kind, &detail) != transport::PeerState::ok) {
-          traced(Clock::now());
-          fail(FailureCause::peer_closed, peer, t.lane_name(wp, kind), step,
-               static_cast<std::uint32_t>((g - start) / std::chrono::milliseconds(1)), timeout,
-               detail);
-        }
-        t.block(wp, kind,
-                std::min<std::chrono::microseconds>(
-                    std::chrono::duration_cast<std::chrono::microseconds>(grace_end - g),
-                    std::chrono::milliseconds(5)));
-      }
-      const auto end = Clock::now();
-      traced(end);
+      traced(Clock::now());
       const char* why = kind == WaitKind::data ? ""
                         : kind == WaitKind::credit
                             ? "waiting for a free slot: the peer is not receiving"
@@ -158,7 +134,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
       if (std::string more = t.lane_detail(wp, kind); !more.empty())
         text = text.empty() ? std::move(more) : text + "; " + more;
       fail(FailureCause::timeout, peer, t.lane_name(wp, kind), step,
-           static_cast<std::uint32_t>((end - start) / std::chrono::milliseconds(1)), timeout, text);
+           static_cast<std::uint32_t>(waited.count() / 1000), timeout, text);
     }
     // Slices of 5 ms, growing to 20 ms once the wait is long (an eighth of the time waited):
     // a 2 s wait wakes ~110 times instead of 400 (each wake-up is a round of progress and

@@ -56,9 +56,7 @@ constexpr Knob kKnobs[] = {
     {"SPARKNET_ROCE_TIMEOUT_MS", "milliseconds", "10000",
      "How long every wait on a peer may take before the communicator fails with a record naming "
      "rank, peer, lane and sequence number. Applies to every transport (roce, tcp, shm) and to "
-     "the ring relay. Change it at run time with comm.set_timeout_ms(). At the deadline the "
-     "rank tells its peers it failed and gives the peer it waited on 1/32 of the timeout more "
-     "to say the same (a cascade then names the stopped rank; docs/fail-stop.md).",
+     "the ring relay. Change it at run time with comm.set_timeout_ms().",
      KnobType::milliseconds, KnobOrigin::user, 1, 3'600'000, {}, &fill<&CommOptions::timeout_ms>,
      KnobScope::job},
     {"SPARK_ON_FAILURE", "abort|raise", "abort",

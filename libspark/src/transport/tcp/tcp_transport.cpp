@@ -744,10 +744,9 @@ PeerState TcpTransport::conn_state(const Conn& c, int q, std::string* detail) {
 }
 
 void TcpTransport::leave() noexcept {
-  // The write side only: the peers read the end, and this rank still reads theirs (a peer
-  // that leaves too is seen in the grace of a timed-out wait, comm/wait.cpp).
+  // The write side only: the peers read the end, and this rank still reads theirs (its own
+  // state stays what the peers did, e.g. for the single copy's wait after its notices).
   left_ = true;
-  // Also where the peer's end was read (it left first): it may wait on this rank in its grace.
   for (Conn* c : all_)
     if (c->fd >= 0) ::shutdown(c->fd, SHUT_WR);
 }

@@ -669,9 +669,12 @@ void VerbsTransport::block(int, WaitKind kind, std::chrono::microseconds max) {
     ibv_req_notify_cq(lane->rx_cq.get(), 0);
     fds.push_back({lane->channel->fd, POLLIN, 0});
   }
-  // A peer's liveness connection too: its death (or goodbye) ends the sleep at once.
+  // A peer's liveness connection too: its death (or goodbye, or failed byte) ends the sleep at
+  // once. Read first: a connection that already ended stays readable and would end every
+  // sleep at once (a busy loop until this wait's deadline); it is marked closed instead.
   for (int r : peer_ranks_)
-    if (const Peer& p = peer(r); p.live_fd >= 0 && !p.closed) fds.push_back({p.live_fd, POLLIN, 0});
+    if (Peer& p = peer(r); p.live_fd >= 0 && check_alive(p, r))
+      fds.push_back({p.live_fd, POLLIN, 0});
   int seen = 0;
   for (std::size_t li = 0; li < lanes_.size(); ++li) {
     poll_lane(li);
@@ -692,7 +695,6 @@ void VerbsTransport::drain_events(Lane& lane) {
 
 void VerbsTransport::leave() noexcept {
   left_ = true;
-  // Also to a peer that left first: it may wait on this rank in its grace (comm/wait.cpp).
   for (auto& p : peers_)
     if (p && p->live_fd >= 0) (void)!::send(p->live_fd, &kFailed, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }

@@ -12,22 +12,28 @@
 # 1 KiB and 128 KiB run -s iterations (default 1000: with 20 a run of a 70 us call lasted
 # 1.4 ms, and one preemption or the wait policy's first calls moved the row), 16 MiB -i.
 # SPARK_SPIN_US, when set, is passed to the ranks (-x) to compare wait settings.
+# --json FILE (relative to the repository root) also writes the target rows as one result set
+# for bench/report (bench/README.md); --variant quiet|loaded (default quiet) says what else ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build runs=10 iters=50 small_iters=1000
+build=build runs=10 iters=50 small_iters=1000 json= variant=quiet cmdline="bench/multihost.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
     -B) build=$2; shift 2 ;;
     -r) runs=$2; shift 2 ;;
     -i) iters=$2; shift 2 ;;
     -s) small_iters=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --json) json=$(cd "$OLDPWD" && realpath -m "$2"); shift 2 ;;  # relative to where it was started
+    --variant) variant=$2; shift 2 ;;
+    --cmdline) cmdline=$2; shift 2 ;;  # passed on through the namespace fixture
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "multihost.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 build=$(realpath "$build")
 if [ -z "${MH_HOSTS:-}" ]; then
-  exec tests/multihost/netns_fixture.sh "$(realpath "$0")" -B "$build" -r "$runs" -i "$iters" -s "$small_iters"
+  exec tests/multihost/netns_fixture.sh "$(realpath "$0")" -B "$build" -r "$runs" -i "$iters" -s "$small_iters" \
+    ${json:+--json "$json"} --variant "$variant" --cmdline "$cmdline"
 fi
 sparkrun=$build/launcher/sparkrun perf=$build/examples/allreduce_perf
 for f in "$sparkrun" "$perf"; do
@@ -53,10 +59,13 @@ mr=(mpirun.openmpi -n 3 --host "$MH_HOSTS" --mca plm_rsh_agent "$tmp/agent"
 echo "== 3-host launch (/bin/true on each of 3 namespaces), hyperfine, $runs runs"
 hyperfine -N -i --warmup 2 --runs "$runs" --export-json "$tmp/launch.json" \
   -n sparkrun "$(printf '%q ' "${sr[@]}") /bin/true" -n mpirun "$(printf '%q ' "${mr[@]}") /bin/true" >/dev/null
-python3 - "$tmp/launch.json" <<'PY'
+python3 - "$tmp/launch.json" "$tmp/rows.jsonl" <<'PY'
 import json, statistics, sys
 r = {x["command"]: statistics.median(x["times"]) * 1000 for x in json.load(open(sys.argv[1]))["results"]}
 print(f"sparkrun {r['sparkrun']:.1f} ms   mpirun {r['mpirun']:.1f} ms   ratio {r['sparkrun'] / r['mpirun']:.2f} (target <= 0.30)")
+with open(sys.argv[2], "w") as f:
+    print(json.dumps({"what": "3-host launch, /bin/true", "unit": "ms", "ours": r["sparkrun"], "peer_name": "Open MPI mpirun",
+                      "peer": r["mpirun"], "target": {"op": "<=", "ratio": 0.3}}), file=f)
 PY
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -71,9 +80,14 @@ for k in 1 2 3; do
       awk -F, 'NR > 1' >>"$tmp/mpiy.$k"
   done
 done
-python3 - "$tmp" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
-import glob, statistics, sys
-tmp, l0, l1 = sys.argv[1:]
+python3 - "$tmp" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" "$json" "$variant" "$cmdline" <<'PY'
+import glob, json, statistics, sys
+tmp, l0, l1, json_out, variant, cmdline = sys.argv[1:]
+sys.path.insert(0, "bench")
+import results
+rs = results.ResultSet("multihost", variant, cmdline, load=f"{l0} -> {l1}") if json_out else None
+if rs:
+    rs.data["rows"] += [json.loads(line) for line in open(f"{tmp}/rows.jsonl")]
 def load(name):
     rows = {}
     for f in glob.glob(f"{tmp}/{name}.*"):
@@ -97,4 +111,9 @@ for s, target, what in ((1024, 1.0, "1 KiB"), (131072, 1.0, "128 KiB"), (1677721
     ok = r <= target if s != 16777216 else r < target
     rule = f"<= {target}" if s != 16777216 else "< 1.0 (stays ahead)"
     print(f"3 hosts tcp, {what:<8} time ratio to Open MPI's best {r:5.2f} (spark {sp[s][0]:.1f} us, best {best[0]:.1f} us), target {rule}: {'met' if ok else 'NOT met'}")
+    if rs:
+        rs.row(f"3 hosts tcp, {what}", "us", sp[s][0], "<=" if s != 16777216 else "<",
+               "Open MPI, best of default and yield", best[0], ratio=target)
+if rs:
+    rs.write(json_out)
 PY

@@ -5,6 +5,12 @@ ranks, same binding, same iterations, the two alternating per size). Plus a nump
 Python against the same loop in C++ (bench/allreduce_loop.cpp). Never pass/fail.
 
     /usr/bin/python3 bench/vs_gloo.py [--build build] [--ranks 2,3] [--max 64M]
+        [--json FILE] [--variant quiet|loaded]
+
+--json FILE also writes the target rows as one result set (bench/results.py, bench/README.md)
+for bench/report, which makes docs/benchmarks.md: e.g. --json bench/results/vs_gloo-quiet.json.
+The rows are added in main() with `rs.row(...)` beside each printed target line; a new target
+row is one more call there.
 
 Targets (issue 16): 16 MiB algbw >= 3x Gloo's; 1 KiB latency <= 0.1x Gloo's; numpy from Python
 within 5 us of C++. Prints one table per rank count and the target rows with met / NOT met."""
@@ -19,6 +25,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import results  # noqa: E402  bench/results.py: the result record writer
 
 
 def parse_size(s):
@@ -42,7 +50,7 @@ def rank_torch(sizes):
     import torch
     import torch.distributed as dist
 
-    import sparkrun.torch  # noqa: F401
+    import libspark.torch  # noqa: F401
 
     dist.init_process_group("gloo")
     spark = dist.new_group(backend="spark")
@@ -76,9 +84,9 @@ def rank_torch(sizes):
 def rank_numpy(nbytes, iters):
     import numpy as np
 
-    import sparkrun
+    import libspark
 
-    comm = sparkrun.init()
+    comm = libspark.init()
     x = np.ones(nbytes // 4, np.float32)
     for _ in range(iters // 10 + 10):
         comm.allreduce(x)
@@ -108,6 +116,9 @@ def main():
     ap.add_argument("--max", default="64M")
     ap.add_argument("--loop-iters", type=int, default=5000, help="calls in the Python vs C++ loop")
     ap.add_argument("--pairs", type=int, default=3, help="Python/C++ job pairs (alternating)")
+    ap.add_argument("--json", metavar="FILE", help="also write the target rows for bench/report")
+    ap.add_argument("--variant", default="quiet", choices=results.VARIANTS,
+                    help="what else ran on the machine (loaded: beside CPU-bound load)")
     ap.add_argument("--rank-torch", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--rank-numpy", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--sizes", default="", help=argparse.SUPPRESS)
@@ -154,6 +165,8 @@ def main():
     print(f"C++ {', '.join(f'{x:.2f}' for x in cpp)} us; Python {', '.join(f'{x:.2f}' for x in py)} us")
     diff = statistics.median(py) - statistics.median(cpp)
     print("\n## targets")
+    rs = results.ResultSet("vs_gloo", a.variant, "bench/vs_gloo.py " + " ".join(sys.argv[1:]),
+                           load=f"{load:.1f} -> {os.getloadavg()[0]:.1f}") if a.json else None
 
     def verdict(ok):
         return "met" if ok else "NOT met"
@@ -163,12 +176,20 @@ def main():
             g, sp = summary[(n, 16 << 20)]
             print(f"- {n} ranks, 16 MiB algbw: spark {16 * 2**20 / sp / 1e9:.2f} GB/s = {g / sp:.2f}x gloo "
                   f"(target >= 3x): {verdict(g / sp >= 3)}")
+            if rs:
+                rs.row(f"{n} ranks, 16 MiB algbw", "GB/s", 16 * 2**20 / sp / 1e9, ">=", "Gloo",
+                       16 * 2**20 / g / 1e9, ratio=3)
         if (n, 1024) in summary:
             g, sp = summary[(n, 1024)]
             print(f"- {n} ranks, 1 KiB latency: spark {sp * 1e6:.1f} us = {sp / g:.3f}x gloo's {g * 1e6:.0f} us "
                   f"(target <= 0.1x): {verdict(sp / g <= 0.1)}")
+            if rs:
+                rs.row(f"{n} ranks, 1 KiB latency", "us", sp * 1e6, "<=", "Gloo", g * 1e6, ratio=0.1)
     print(f"- numpy allreduce from Python: {diff:+.2f} us vs C++ (median of {a.pairs} job medians; "
           f"target within 5 us): {verdict(abs(diff) <= 5)}")
+    if rs:
+        rs.row("numpy 1 KiB allreduce from Python, time over the same C++ loop", "us", abs(diff), "<=", value=5)
+        rs.write(a.json)
     print(f"# load at the end {os.getloadavg()[0]:.1f}")
 
 

@@ -22,9 +22,14 @@
 # rank's mean over -i iterations, default 20000 up to 256 KiB, else 20); the ratio spark/mpi is
 # taken pair by pair (< 1: libspark is faster), which drift between runs cannot skew.
 # SPARK_SPIN_US, when set, is passed to libspark's ranks (to compare wait settings).
+# --json FILE: also write the target rows as one result set (bench/README.md, "Result records"),
+# e.g. bench/results/vs_mpi-quiet.json; then bench/report puts them on docs/benchmarks.md.
+# --variant quiet|loaded (default quiet): what the machine was doing; "loaded" is for runs
+# beside CPU-bound load (two `yes > /dev/null` on a 2-CPU machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build ranks=2 pair_transport=shm lo=1024 small_max=262144 iters= small_iters=2000 repeats=3 bound=1 pairs=0 only=shm2,work,shm3,tcp2
+json= variant=quiet cmdline="bench/vs_mpi.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
     -B) build=$2; shift 2 ;;
@@ -38,6 +43,8 @@ while [ $# -gt 0 ]; do
     --sparkrun) bound=1; shift ;;  # the default now; kept for old command lines
     --only) only=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
+    --json) json=$(cd "$OLDPWD" && realpath -m "$2"); shift 2 ;;  # relative to where it was started
+    --variant) variant=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     *) echo "vs_mpi.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -144,9 +151,13 @@ for ((k = 0; k < repeats; k++)); do
   done
 done
 
-python3 - "$tmp" "$repeats" "$small_iters/$iters" "$bound" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+python3 - "$tmp" "$repeats" "$small_iters/$iters" "$bound" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+  "$json" "$variant" "$cmdline" <<'PY'
 import statistics, sys
-tmp, repeats, iters, bound, l0, l1 = sys.argv[1:]
+tmp, repeats, iters, bound, l0, l1, json_out, variant, cmdline = sys.argv[1:]
+sys.path.insert(0, "bench")
+import results
+rs = results.ResultSet("vs_mpi", variant, cmdline, load=f"{l0} -> {l1}") if json_out else None
 def runs(side, case):
     """Run k of `side` for `case`: {size: (time, algbw, coll, own)}, one per repeat."""
     out = []
@@ -203,11 +214,15 @@ def row(what, case, size, kind, target):
         v = sc / mc
         ok = v <= target
         spread = per_run(case, size, 3 if case == "work" else 2)
+        if rs:
+            rs.row(what, "us", sc, "<=", "Open MPI", mc, ratio=target, spread=spread[7:])
         print(f"{what:<52} time ratio {v:5.2f} (spark {sc:.2f} us, mpi {mc:.2f} us{spread}), target <= {target}: {'met' if ok else 'NOT met'}")
     else:
         v = sb / mb if mb else 0
         ok = v >= target
         spread = per_run(case, size, 1)
+        if rs:
+            rs.row(what + " algbw", "GB/s", sb, ">=", "Open MPI", mb, ratio=target, spread=spread[7:])
         print(f"{what:<52} algbw ratio {v:5.2f} (spark {sb:.3f}, mpi {mb:.3f} GB/s{spread}), target >= {target}: {'met' if ok else 'NOT met'}")
 for case, label in (("shm2", "2 ranks shm"), ("work", "2 ranks shm, work step")):
     for s in (1024, 4096, 16384, 65536, 262144):
@@ -216,4 +231,6 @@ for case, label in (("shm2", "2 ranks shm"), ("work", "2 ranks shm, work step"))
 row("3 ranks on 2 cpus shm, 1 KiB", "shm3", 1024, "time", 1.0)
 row("tcp loopback 2 ranks, 1 KiB", "tcp2", 1024, "time", 1.0)
 row("tcp loopback 2 ranks, 16 MiB", "tcp2", 16 << 20, "bw", 1.2)
+if rs:
+    rs.write(json_out)
 PY

@@ -40,6 +40,7 @@ hyperfine -N --warmup 3 --min-runs 30 --export-json "$json" "$@" "${args[@]}"
 
 python3 - "$json" "$out" "$variant" "$cmdline" <<'PY'
 import json, sys
+sys.dont_write_bytecode = True
 sys.path.insert(0, "bench")
 import results
 res = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}

@@ -83,6 +83,7 @@ done
 python3 - "$tmp" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" "$json" "$variant" "$cmdline" <<'PY'
 import glob, json, statistics, sys
 tmp, l0, l1, json_out, variant, cmdline = sys.argv[1:]
+sys.dont_write_bytecode = True
 sys.path.insert(0, "bench")
 import results
 rs = results.ResultSet("multihost", variant, cmdline, load=f"{l0} -> {l1}") if json_out else None

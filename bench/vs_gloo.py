@@ -25,6 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.dont_write_bytecode = True  # no bench/__pycache__ in the tree
 sys.path.insert(0, HERE)
 import results  # noqa: E402  bench/results.py: the result record writer
 

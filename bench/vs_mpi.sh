@@ -155,6 +155,7 @@ python3 - "$tmp" "$repeats" "$small_iters/$iters" "$bound" "$load_start" "$(cut 
   "$json" "$variant" "$cmdline" <<'PY'
 import statistics, sys
 tmp, repeats, iters, bound, l0, l1, json_out, variant, cmdline = sys.argv[1:]
+sys.dont_write_bytecode = True
 sys.path.insert(0, "bench")
 import results
 rs = results.ResultSet("vs_mpi", variant, cmdline, load=f"{l0} -> {l1}") if json_out else None

@@ -19,7 +19,9 @@ docs/benchmarks.md (generated; it shows each result set's date), and each --skip
 
 Links: every markdown link [text](target) and reference definition [id]: target whose target
 is not a URL (scheme:) or a bare #anchor must name an existing file or folder, relative to the
-file that holds it (the #anchor part is not checked)."""
+file that holds it; a #anchor into a markdown file (or a bare #anchor into the same file) must
+be one of its headings (GitHub's slug: lower case, punctuation dropped, spaces to hyphens,
+"-1", "-2" for repeats) or an <a id="..."> in it."""
 import argparse
 import glob
 import os
@@ -46,6 +48,36 @@ LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"
 REFDEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$")
 CODESPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
 FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+
+
+def slug(heading):
+    h = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return h.replace(" ", "-")
+
+
+_anchors = {}
+
+
+def anchors(path):
+    if path not in _anchors:
+        out, seen, fence = set(), {}, None
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                m = FENCE.match(line)
+                if m:
+                    fence = None if fence == m.group(1) else (fence or m.group(1))
+                    continue
+                if fence:
+                    continue
+                m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+                if m:
+                    s = slug(m.group(1))
+                    n = seen.get(s, 0)
+                    seen[s] = n + 1
+                    out.add(s if n == 0 else f"{s}-{n}")
+                out.update(re.findall(r'<a (?:id|name)="([^"]+)"', line))
+        _anchors[path] = out
+    return _anchors[path]
 
 
 def files(root):
@@ -91,12 +123,15 @@ def check(root, skip_worklog):
             if m:
                 targets.append(m.group(1))
             for t in targets:
-                if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", t) or t.startswith("#"):
+                if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", t):
                     continue
-                target = t.split("#", 1)[0]
-                resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
+                target, _, anchor = t.partition("#")
+                resolved = os.path.normpath(os.path.join(os.path.dirname(path), target)) if target else path
                 if not os.path.exists(resolved):
                     found.append(f"{rel}:{n}: link to a file that does not exist: {t}")
+                elif anchor and resolved.endswith(".md") and os.path.isfile(resolved) \
+                        and anchor not in anchors(resolved):
+                    found.append(f"{rel}:{n}: link to an anchor that does not exist: {t}")
     return found
 
 

@@ -12,7 +12,7 @@
 # 1 KiB and 128 KiB run -s iterations (default 1000: with 20 a run of a 70 us call lasted
 # 1.4 ms, and one preemption or the wait policy's first calls moved the row), 16 MiB -i.
 # SPARK_SPIN_US, when set, is passed to the ranks (-x) to compare wait settings.
-# --json FILE (relative to the repository root) also writes the target rows as one result set
+# --json FILE (relative to where it is started) also writes the target rows as one result set
 # for bench/report (bench/README.md); --variant quiet|loaded (default quiet) says what else ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."

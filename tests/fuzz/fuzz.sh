@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The fuzz label's driver (tests/fuzz/CMakeLists.txt, docs/reliability.md).
-#   fuzz.sh build DIR            configure + build the harnesses in DIR with clang-14
+#   fuzz.sh build DIR            configure + build the harnesses in DIR with clang (14 on
+#                                Debian 12; the release's own, from scripts/deps, elsewhere)
 #   fuzz.sh run DIR NAME [SECS]  run harness NAME for SECS (SPARK_FUZZ_SECONDS, default 5)
 # The seed corpus (tests/fuzz/corpus/NAME, with every regression input) is read, never
 # written: what a run finds goes to a temporary folder that is removed afterwards; a crash
@@ -8,17 +9,21 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cmd=$1 dir=$2
-cxx=${SPARK_FUZZ_CXX:-clang++-14}
+cxx=${SPARK_FUZZ_CXX:-}
+if [[ -z $cxx ]]; then  # scripts/deps: clang-14 on Debian 12, 19 on Debian 13, 18 on Ubuntu 24.04
+  cxx=clang++-14
+  for v in 14 19 18; do command -v "clang++-$v" >/dev/null && { cxx=clang++-$v; break; }; done
+fi
 
 case $cmd in
 build)
   if ! command -v "$cxx" >/dev/null; then
-    echo "skipped: $cxx not found (apt-get install clang-14 libclang-rt-14-dev)"
+    echo "skipped: $cxx not found (scripts/deps --test installs clang and libFuzzer)"
     exit 77
   fi
   rt=$("$cxx" -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null || true)
   if [[ "$(uname -m)" == x86_64 && ! -f "$rt" ]]; then
-    echo "skipped: libFuzzer not found for $cxx (apt-get install libclang-rt-14-dev)"
+    echo "skipped: libFuzzer not found for $cxx (scripts/deps --test: libclang-rt-N-dev)"
     exit 77
   fi
   mkdir -p "$dir"

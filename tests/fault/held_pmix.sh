@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A held PMIx server (docs/reliability.md): OpenPMIx 4.2 reads a client's handshake with a
-# blocking read on its only thread, so one process connected to sparkrun's PMIx server that
+# A held PMIx server (docs/reliability.md): OpenPMIx (4.2 here, 5.0 in debian13.fault) reads a
+# client's handshake with a blocking read on its only thread, so one process connected to sparkrun's PMIx server that
 # sends nothing (a rank stopped by SIGSTOP while connecting, or a foreign process) holds every
 # rank of the job, and the server's own fence timeout never fires. The ranks bound both of
 # their waits on the server themselves: the job must end by itself, exit 1, with the reason.

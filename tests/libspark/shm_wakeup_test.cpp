@@ -28,9 +28,9 @@ constexpr int kMostLate = 3;
 // Far above a wake-up (tens of us here, ms under load), half the slice.
 constexpr auto kLate = milliseconds(1000);
 
-struct Pair {
+struct WakePair {
   ShmTransport t0, t1;
-  Pair(bool membarrier0, bool membarrier1)
+  WakePair(bool membarrier0, bool membarrier1)
       : t0(0, 2, {0, 1}, "shmwake" + std::to_string(::getpid()), "node",
            ShmOptions{2, 4096, false, membarrier0}),
         t1(1, 2, {0, 1}, "shmwake" + std::to_string(::getpid()), "node",
@@ -51,10 +51,10 @@ MsgHeader header(std::uint64_t seq) {
 
 TEST(ShmWakeUp, BothEndsAgreeOnLightFences) {
   if (!register_light_fences()) GTEST_SKIP() << "membarrier refused here: no light fences";
-  Pair both(true, true);
+  WakePair both(true, true);
   EXPECT_TRUE(both.t0.light_fences(1));
   EXPECT_TRUE(both.t1.light_fences(0));
-  Pair one(true, false);  // SPARK_SHM_MEMBARRIER=off on rank 1 alone
+  WakePair one(true, false);  // SPARK_SHM_MEMBARRIER=off on rank 1 alone
   EXPECT_FALSE(one.t0.light_fences(1));
   EXPECT_FALSE(one.t1.light_fences(0));
 }
@@ -70,7 +70,7 @@ class ShmWakeUpMode : public ::testing::TestWithParam<bool> {
 // Rank 1 sleeps on rank 0's next message; rank 0 sends it 0-300 us later. Every sleep must
 // end at the message (the wait ends within kLate of the send), 300 times.
 TEST_P(ShmWakeUpMode, ASleepingReceiverWakesAtTheMessage) {
-  Pair p(GetParam(), GetParam());
+  WakePair p(GetParam(), GetParam());
   constexpr int kRounds = 300;
   std::atomic<std::int64_t> sent_at[kRounds] = {};
   std::atomic<bool> stop{false};
@@ -105,7 +105,7 @@ TEST_P(ShmWakeUpMode, ASleepingReceiverWakesAtTheMessage) {
 
 // Rank 0 fills both slots and sleeps on a credit; rank 1 frees one 0-300 us later.
 TEST_P(ShmWakeUpMode, ASleepingSenderWakesAtTheCredit) {
-  Pair p(GetParam(), GetParam());
+  WakePair p(GetParam(), GetParam());
   constexpr int kRounds = 300;
   std::atomic<std::int64_t> released_at{0};
   std::atomic<int> received{0};
@@ -149,7 +149,7 @@ TEST_P(ShmWakeUpMode, ASleepingSenderWakesAtTheCredit) {
 // sender's wake-up, not the end of a slice, ends the wait (the transport's measure of a real
 // wake-up, take_wake_latency, reports it), in most rounds.
 TEST_P(ShmWakeUpMode, ALongWaitInShortSlicesWakesAtTheMessage) {
-  Pair p(GetParam(), GetParam());
+  WakePair p(GetParam(), GetParam());
   constexpr int kRounds = 20;
   std::atomic<std::int64_t> sent_at{0};
   std::thread sender([&] {

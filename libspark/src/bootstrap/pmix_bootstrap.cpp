@@ -70,12 +70,12 @@ std::optional<long long> as_integer(const pmix_value_t& v) {
   }
 }
 
-// OpenPMIx 4.2's server reads a client's handshake with a blocking read on its only thread: a
-// client stopped between connect() and its handshake (a rank under SIGSTOP, or any local
-// process that connects and sends nothing) holds every other client of that server, and the
-// server's own fence timeout never fires. Both waits of a rank on its server are therefore
-// bounded on the rank's side too, and so is its abort (docs/reliability.md, "A held PMIx
-// server").
+// OpenPMIx's server (4.2 and 5.0) reads a client's handshake with a blocking read on its only
+// thread: a client stopped between connect() and its handshake (a rank under SIGSTOP, or any
+// local process that connects and sends nothing) holds every other client of that server, and
+// the server's own fence timeout never fires. Every wait of a rank on its server is therefore
+// bounded on the rank's side: the handshake, the fence and the abort (docs/reliability.md, "A
+// held PMIx server").
 constexpr std::chrono::milliseconds kServerAnswerGrace{2000};
 // A live server takes an abort in milliseconds, even at load 16; this is for a held one.
 constexpr std::chrono::milliseconds kAbortAnswerWait{5000};
@@ -88,6 +88,9 @@ int whole_seconds(std::chrono::milliseconds ms) {
 // The client's wait for the server's answer to its handshake: OpenPMIx's MCA variable, read
 // from the environment by PMIx_Init. A value the user set is kept. Returns the wait in seconds
 // (for the message that says what was waited for), nullopt when the user's value is not a number.
+// OpenPMIx 5.0 reads the variable but does not bound that wait with it (seen with 5.0.7: a
+// silent connection held PMIx_Init for the holder's whole 40 s), so PMIx_Init itself is waited
+// for with the same bound too (init_within).
 std::optional<int> bound_handshake_wait(std::chrono::milliseconds join) {
   const char* name = "PMIX_MCA_ptl_base_handshake_wait_time";
   if (const char* set = std::getenv(name)) {
@@ -140,6 +143,26 @@ struct FenceCall : PendingAnswer {
   pmix_info_t info[2];
 };
 
+// PMIx_Init on a thread, waited for until `deadline` (none: unbounded). Its identity is written
+// by that thread before complete(), so it is read only after an answer. On nullopt the call is
+// left running: it holds its own reference, and the rank is about to fail its bootstrap.
+struct InitCall : PendingAnswer {
+  pmix_proc_t self{};
+};
+std::optional<pmix_status_t> init_within(
+    pmix_proc_t& self, std::optional<std::chrono::steady_clock::time_point> deadline) {
+  if (!deadline) return PMIx_Init(&self, nullptr, 0);
+  auto call = std::make_shared<InitCall>();
+  try {
+    std::thread([call] { call->complete(PMIx_Init(&call->self, nullptr, 0)); }).detach();
+  } catch (const std::system_error&) {  // no thread to spare: ask inline, unbounded
+    return PMIx_Init(&self, nullptr, 0);
+  }
+  const std::optional<pmix_status_t> rc = call->wait_until(*deadline);
+  if (rc) self = call->self;
+  return rc;
+}
+
 class PmixBootstrap final : public Bootstrap {
  public:
   explicit PmixBootstrap(const config::Config& config)
@@ -147,17 +170,22 @@ class PmixBootstrap final : public Bootstrap {
     const std::chrono::milliseconds join(config.join_timeout_ms());
     const std::optional<int> handshake_wait_s = bound_handshake_wait(join);
     const auto started = std::chrono::steady_clock::now();
-    const pmix_status_t rc = PMIx_Init(&self_, nullptr, 0);
-    if (rc == PMIX_ERR_UNREACH && std::chrono::steady_clock::now() - started >= join) {
+    // The handshake's own bound (0: the user asked PMIx to wait without one); a user's value
+    // that is not a number leaves PMIx's default, and this bound the default's.
+    const int bound_s = handshake_wait_s.value_or(whole_seconds(join + kServerAnswerGrace));
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    if (bound_s > 0) deadline = started + std::chrono::seconds(bound_s);
+    const std::optional<pmix_status_t> answered = init_within(self_, deadline);
+    const pmix_status_t rc = answered.value_or(PMIX_ERR_UNREACH);
+    if (!answered ||
+        (rc == PMIX_ERR_UNREACH && std::chrono::steady_clock::now() - started >= join)) {
       const char* rank = std::getenv("PMIX_RANK");
       throw BootstrapError(fmt::format(
           "PMIx: rank {}: the PMIx server did not answer this rank's handshake within {} "
           "(PMIX_MCA_ptl_base_handshake_wait_time; by default SPARK_JOIN_TIMEOUT_MS + {} ms): "
           "its thread is held by another process connected to it (a rank stopped by SIGSTOP "
           "or a debugger while connecting, or a foreign process)",
-          rank != nullptr ? rank : "?",
-          handshake_wait_s ? fmt::format("{} s", *handshake_wait_s) : std::string("its wait"),
-          kServerAnswerGrace.count()));
+          rank != nullptr ? rank : "?", fmt::format("{} s", bound_s), kServerAnswerGrace.count()));
     }
     if (rc != PMIX_SUCCESS) {
       throw BootstrapError(fmt::format(

@@ -1,18 +1,21 @@
-"""sparkrun: libspark's collectives for Python, with the fail-stop contract.
+"""libspark: sparkrun's collectives library for Python, with the fail-stop contract.
 
-    import sparkrun, numpy as np
-    comm = sparkrun.init()              # under sparkrun, srun --mpi=pmix, torchrun-style vars
+The import name is `libspark`, not `sparkrun`: a PyPI project of that name (a vLLM/SGLang launcher
+for DGX Sparks) is often installed beside it. The command-line launcher stays `sparkrun`.
+
+    import libspark, numpy as np
+    comm = libspark.init()              # under sparkrun, srun --mpi=pmix, torchrun-style vars
     x = np.ones(1024, np.float32)
     comm.allreduce(x)                    # in place; comm.allreduce(x, out) out of place
-    comm.check_health()                  # raises sparkrun.CommFailure(.record) after a failure
+    comm.check_health()                  # raises libspark.CommFailure(.record) after a failure
     tp = comm.split(comm.rank // 2)      # sub-communicators: split(color, key=None), dup()
 
-The torch.distributed backend "spark" is registered by `import sparkrun.torch`, and by
-`import sparkrun` when torch is already imported. See docs/python.md.
+The torch.distributed backend "spark" is registered by `import libspark.torch`, and by
+`import libspark` when torch is already imported. See docs/python.md.
 """
 import sys as _sys
 
-from sparkrun._core import (
+from libspark._core import (
     AVG,
     MAX,
     MIN,
@@ -41,6 +44,6 @@ __all__ = [
 # Importing torch costs about a second: register the backend only for jobs that use torch.
 if "torch" in _sys.modules:
     try:
-        from sparkrun import torch as _torch_backend  # noqa: F401
-    except ImportError:  # built without the torch backend: sparkrun.torch says why on import
+        from libspark import torch as _torch_backend  # noqa: F401
+    except ImportError:  # built without the torch backend: libspark.torch says why on import
         pass

@@ -7,11 +7,11 @@ An engine's device communicator keeps one instance per tensor-parallel group and
     if out is None:
         out = fallback_all_reduce(t)          # e.g. torch.distributed.all_reduce
 
-A serving process whose check_health() raises (sparkrun.CommFailure) must fail the requests in
+A serving process whose check_health() raises (libspark.CommFailure) must fail the requests in
 flight and restart the whole rank group: fail-stop means no collective of that group will
 succeed again. See docs/python.md, "Engine adapter".
 """
-import sparkrun
+import libspark
 
 _SUPPORTED = ("torch.float32", "torch.float64", "torch.float16", "torch.bfloat16",
               "torch.int32", "torch.int64", "torch.uint8")
@@ -22,13 +22,13 @@ class SparkCustomAllreduce:
     device path where sparkrun is built with CUDA (enqueued on torch's current stream, as an
     engine's own all-reduce is); all_gather takes CPU tensors.
 
-    comm: a sparkrun.Communicator to use (not closed by close()); None: sparkrun.init() now.
+    comm: a libspark.Communicator to use (not closed by close()); None: libspark.init() now.
     max_size: largest tensor in bytes that should_custom_ar() accepts.
     """
 
     def __init__(self, comm=None, max_size=8 * 1024 * 1024):
         self._owned = comm is None
-        self._comm = sparkrun.init() if comm is None else comm
+        self._comm = libspark.init() if comm is None else comm
         self._max_size = int(max_size)
         self.disabled = False
 
@@ -52,7 +52,7 @@ class SparkCustomAllreduce:
         if self.disabled or self._comm.closed:
             return False
         cuda = getattr(inp, "is_cuda", None)
-        if cuda is None or (cuda and not sparkrun.built_with_cuda()) or not inp.is_contiguous():
+        if cuda is None or (cuda and not libspark.built_with_cuda()) or not inp.is_contiguous():
             return False
         if str(inp.dtype) not in _SUPPORTED:
             return False
@@ -60,7 +60,7 @@ class SparkCustomAllreduce:
 
     def custom_all_reduce(self, inp):
         """The sum over the group in a new tensor, or None when should_custom_ar(inp) is False
-        (the caller then uses its fallback). Raises sparkrun.CommFailure after a failure. A
+        (the caller then uses its fallback). Raises libspark.CommFailure after a failure. A
         CUDA tensor's result is ready in the order of torch's current stream."""
         if not self.should_custom_ar(inp):
             return None
@@ -70,7 +70,7 @@ class SparkCustomAllreduce:
         self._comm.allreduce(inp, out)
         return out
 
-    def all_reduce(self, inp, op=sparkrun.SUM):
+    def all_reduce(self, inp, op=libspark.SUM):
         """In place; returns inp."""
         return self._comm.allreduce(inp, None, op)
 
@@ -97,11 +97,11 @@ class SparkCustomAllreduce:
         return contextlib.nullcontext()
 
     def check_health(self):
-        """Raises sparkrun.CommFailure (with .record) if the group has failed."""
+        """Raises libspark.CommFailure (with .record) if the group has failed."""
         self._comm.check_health()
 
     def failure(self):
-        """The sparkrun.FailureRecord, or None."""
+        """The libspark.FailureRecord, or None."""
         return self._comm.failure()
 
     def close(self):

@@ -1,42 +1,74 @@
-"""The torch.distributed backend "spark"; importing this module registers it.
+"""The torch.distributed backend "spark" (torch 2.x); importing this module registers it.
 
     import torch.distributed as dist
-    import sparkrun.torch
-    dist.init_process_group("spark")    # under sparkrun: RANK, WORLD_SIZE, MASTER_* are set
+    import libspark.torch
+    dist.init_process_group("spark")              # under sparkrun: RANK, WORLD_SIZE, MASTER_* set
+    dist.init_process_group("cpu:spark,cuda:nccl") # CPU tensors over spark, CUDA ones over NCCL
     dist.all_reduce(t)
 
-Every process group (the default one and each dist.new_group) wires up its own libspark
-communicator over the c10d Store torch hands in. Operations run when called and return a
-completed Work; a failure (timeout, dead peer) surfaces as a RuntimeError (sparkrun.CommFailure
-when sparkrun is imported) whose text is the one-line record, and with SPARK_ON_FAILURE=abort
-(the default) the rank group is stopped as from C++. torch's own timeout is not used:
-SPARKNET_ROCE_TIMEOUT_MS bounds every wait on a peer.
+Every process group (the default one, each dist.new_group, each DeviceMesh dimension) wires up
+its own libspark communicator over the c10d Store torch hands in. Each call returns a Work at
+once; the operations of a group run in call order on its progress thread (async_op=True
+overlaps them with the caller's work). A failure (timeout, a peer that left) finishes the Work
+and its future with the one-line record: wait() raises it. With SPARK_ON_FAILURE=abort (the
+default) the rank group is stopped as from C++.
+
+Timeouts: SPARKNET_ROCE_TIMEOUT_MS, when set, wins; else a `timeout=` given to
+init_process_group / new_group becomes the group's communication timeout; torch's default
+(30 min, the value init_process_group uses when none is given) counts as none given, and
+libspark's default (10 s) applies.
 """
+import datetime as _datetime
+import os as _os
+
 import torch.distributed as _dist
 
 try:
-    from sparkrun import _c10d
+    from libspark import _c10d
 except ImportError as e:  # pragma: no cover - depends on the build
     raise ImportError(
-        "sparkrun was built without the torch backend (sparkrun._c10d): install libtorch-dev and "
-        "python3-torch, then reconfigure and rebuild (the '-- sparkrun: torch backend' line of "
-        "cmake's output says what it found)") from e
+        "libspark was built without the torch backend (libspark._c10d): build it against the "
+        "torch of this interpreter (pip install --no-build-isolation ./python, or reconfigure "
+        "CMake with this python3; the '-- sparkrun: torch backend' line of its output says what "
+        "it found)") from e
 
 BACKEND = "spark"
 
-if not hasattr(_dist.Backend, BACKEND.upper()):
-    _dist.Backend.register_backend(BACKEND, _c10d.create_process_group)
+# torch's own default for non-NCCL groups (torch.distributed.constants.default_pg_timeout).
+_TORCH_DEFAULT_TIMEOUT = getattr(getattr(_dist, "constants", None), "default_pg_timeout",
+                                 _datetime.timedelta(minutes=30))
 
 
-def _group(group):
-    if group is None:
-        return _dist.distributed_c10d._get_default_group()
-    return group
+def _timeout_ms(timeout):
+    """The communication timeout a group gets from torch's `timeout`, 0 to keep libspark's."""
+    if _os.environ.get("SPARKNET_ROCE_TIMEOUT_MS"):
+        return 0
+    if timeout is None or timeout == _TORCH_DEFAULT_TIMEOUT:
+        return 0
+    ms = int(timeout.total_seconds() * 1000)
+    if ms <= 0:
+        raise ValueError(f"backend spark: timeout {timeout} is not positive")
+    return min(ms, 2**32 - 1)
+
+
+def _create(dist_opts, backend_opts=None):  # noqa: ARG001 - torch passes both
+    return _c10d.create_backend(dist_opts.store, dist_opts.group_rank, dist_opts.group_size,
+                                _timeout_ms(dist_opts.timeout))
+
+
+if BACKEND not in _dist.Backend.backend_list:
+    _dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+
+
+def _backend(group):
+    pg = group if group is not None else _dist.distributed_c10d._get_default_group()
+    import torch
+    return pg._get_backend(torch.device("cpu"))
 
 
 def failure(group=None):
     """The group's one-line failure record (str), or None while it is healthy."""
-    return _c10d.failure(_group(group))
+    return _c10d.failure(_backend(group))
 
 
 def check_health(group=None):
@@ -48,4 +80,9 @@ def check_health(group=None):
 
 def set_timeout_ms(ms, group=None):
     """Deadline of every following wait on a peer in `group`; safe from any thread."""
-    _c10d.set_timeout_ms(_group(group), int(ms))
+    _c10d.set_timeout_ms(_backend(group), int(ms))
+
+
+def timeout_ms(group=None):
+    """The group's communication timeout in milliseconds."""
+    return _c10d.timeout_ms(_backend(group))

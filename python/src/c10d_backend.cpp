@@ -1,23 +1,30 @@
-// sparkrun._c10d: the torch.distributed backend "spark" (c10d ProcessGroup over libspark),
-// compiled against Debian's libtorch-dev (1.13). One translation unit on purpose: libtorch's
-// headers cost most of the build time, so they are parsed once.
+// libspark._c10d: the torch.distributed backend "spark", a c10d::Backend over libspark for
+// torch 2.x (docs/python.md). One translation unit on purpose: libtorch's headers cost most
+// of the build time, so they are parsed once.
 //
 // Every group wires up over the c10d Store torch hands in (spark::init(store, rank, size)),
-// so dist.new_group gets its own communicator as with Gloo and NCCL. Operations run at call
-// time in the caller's thread (torch releases the GIL around them) and return a Work that is
-// already complete, or carries the error: the one-line failure record. No progress thread, so
-// a 1 KiB all_reduce costs what libspark costs.
+// so dist.new_group gets its own communicator as with Gloo and NCCL. Each call returns a Work
+// at once; the operation runs on the group's OpQueue (op_queue.hpp): on its progress thread
+// when the caller goes on (async_op=True), in the caller's thread when it waits at once. A
+// failure (timeout, a peer that left) finishes the Work and its future with the one-line
+// record.
+#include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "op_queue.hpp"
 #include "spark/spark.hpp"
 
 namespace py = pybind11;
@@ -52,7 +59,8 @@ class TorchStore final : public KeyValueStore {
   c10::intrusive_ptr<c10d::Store> store_;
 };
 
-DType dtype_of(const at::Tensor& t) {
+// The dtypes libspark reduces. Operations that only move data take any dtype, as bytes.
+DType reduce_dtype_of(const at::Tensor& t) {
   switch (t.scalar_type()) {
     case at::kFloat:
       return DType::f32;
@@ -69,47 +77,60 @@ DType dtype_of(const at::Tensor& t) {
     case at::kByte:
       return DType::u8;
     default:
-      TORCH_CHECK(false, "backend spark: tensor dtype ", t.scalar_type(),
-                  " is not supported; use float32, float64, float16, bfloat16, int32, int64 or "
-                  "uint8");
+      TORCH_CHECK(false, "backend spark: cannot reduce ", t.scalar_type(),
+                  " tensors; reductions take float32, float64, float16, bfloat16, int32, int64 "
+                  "or uint8 (convert with t.to(torch.float32), or use gloo for this group)");
   }
 }
 
 const at::Tensor& checked(const at::Tensor& t) {
-  // No device path in the backend (no copy to host behind the user's back either: a silent
-  // device-host round trip per call would hide where the time goes).
+  // No copy to host behind the user's back: a silent device-host round trip per call would
+  // hide where the time goes.
   TORCH_CHECK(t.device().is_cpu(), "backend spark: ", t.device(),
-              " tensors are not supported: backend spark takes CPU tensors (t.cpu(), and copy "
-              "the result back), or give GPU tensors to a group of backend nccl, e.g. "
-              "dist.new_group(backend=\"nccl\")");
+              " tensors are not supported: backend spark takes CPU tensors; map CUDA tensors to "
+              "nccl with init_process_group(\"cpu:spark,cuda:nccl\")");
   TORCH_CHECK(t.is_contiguous(),
-              "backend spark: the tensor is not contiguous; pass "
-              "t.contiguous()");
-  (void)dtype_of(t);
+              "backend spark: the tensor is not contiguous; pass t.contiguous()");
   return t;
 }
 
-ReduceOp op_of(const c10d::ReduceOp& op) {
-  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
-    case c10d::ReduceOp::SUM:
-      return ReduceOp::sum;
-    case c10d::ReduceOp::PRODUCT:
-      return ReduceOp::prod;
-    case c10d::ReduceOp::MIN:
-      return ReduceOp::min;
-    case c10d::ReduceOp::MAX:
-      return ReduceOp::max;
-    case c10d::ReduceOp::AVG:
-      return ReduceOp::avg;
-    default:
-      TORCH_CHECK(false, "backend spark: ReduceOp ", static_cast<int>(op.op_),
-                  " is not supported; use SUM, PRODUCT, MIN, MAX or AVG");
-  }
+std::size_t elements(const at::Tensor& t) {
+  return static_cast<std::size_t>(t.numel());
+}
+std::size_t byte_size(const at::Tensor& t) {
+  return elements(t) * t.element_size();
 }
 
-const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
-  TORCH_CHECK(ts.size() == 1, "backend spark: ", op, " takes one tensor per call, got ", ts.size());
-  return checked(ts[0]);
+// torch's reduce op; PREMUL_SUM carries its factor, applied to the input before a sum.
+struct Reduction {
+  ReduceOp op = ReduceOp::sum;
+  std::optional<at::Tensor> premul;  // 0-d factor, in the tensor's dtype
+};
+
+Reduction reduction_of(const c10d::ReduceOp& op, const at::Tensor& like) {
+  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
+    case c10d::ReduceOp::SUM:
+      return {ReduceOp::sum, std::nullopt};
+    case c10d::ReduceOp::PRODUCT:
+      return {ReduceOp::prod, std::nullopt};
+    case c10d::ReduceOp::MIN:
+      return {ReduceOp::min, std::nullopt};
+    case c10d::ReduceOp::MAX:
+      return {ReduceOp::max, std::nullopt};
+    case c10d::ReduceOp::AVG:
+      return {ReduceOp::avg, std::nullopt};
+    case c10d::ReduceOp::PREMUL_SUM: {
+      const auto* s = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+      TORCH_CHECK(s != nullptr, "backend spark: PREMUL_SUM without its factor");
+      at::Tensor f = s->tensor_factor.defined()
+                         ? s->tensor_factor.to(like.options()).reshape({})
+                         : at::scalar_tensor(s->double_factor, like.options());
+      return {ReduceOp::sum, std::move(f)};
+    }
+    default:
+      TORCH_CHECK(false, "backend spark: ReduceOp ", static_cast<int>(op.op_),
+                  " is not supported; use SUM, AVG, PRODUCT, MIN, MAX or PREMUL_SUM");
+  }
 }
 
 void same_shape_dtype(const at::Tensor& a, const at::Tensor& b, const char* op) {
@@ -119,20 +140,39 @@ void same_shape_dtype(const at::Tensor& a, const at::Tensor& b, const char* op) 
               b.numel(), " elements; they must match");
 }
 
-// A completed Work: the operation ran before it was made.
+const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
+  TORCH_CHECK(ts.size() == 1, "backend spark: ", op, " takes one tensor per call, got ", ts.size());
+  return checked(ts[0]);
+}
+
+// A Work whose operation runs on the group's queue. wait() first runs what is queued when
+// the progress thread has not started it (a synchronous call), then waits as torch's Work does
+// (rethrowing the operation's error).
 class SparkWork final : public c10d::Work {
  public:
   SparkWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
-            std::exception_ptr error)
-      : Work(rank, type, title), outputs_(std::move(outputs)) {
-    future_ =
-        c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+            std::shared_ptr<OpQueue> queue)
+      : Work(rank, type, title),
+        outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))),
+        queue_(std::move(queue)) {}
+
+  void set_ticket(OpQueue::Ticket t) noexcept { ticket_ = t; }
+
+  // Called once, by whichever thread ran the operation.
+  void complete(std::exception_ptr error) {
+    finish(error);
     if (error) {
       future_->setError(error);
     } else {
       future_->markCompleted(c10::IValue(outputs_));
     }
-    finish(error);
+  }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (timeout == kNoTimeout) queue_->wait(ticket_);
+    return Work::wait(timeout);
   }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
@@ -140,32 +180,53 @@ class SparkWork final : public c10d::Work {
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<OpQueue> queue_;
+  OpQueue::Ticket ticket_ = 0;
 };
 
-class ProcessGroupSpark final : public c10d::ProcessGroup {
+class SparkBackend final : public c10d::Backend {
  public:
-  ProcessGroupSpark(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)
-      : ProcessGroup(rank, size),
-        comm_(spark::init(std::make_shared<TorchStore>(store), rank, size)) {}
+  SparkBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+               std::uint32_t timeout_ms)
+      : Backend(rank, size),
+        comm_(spark::init(std::make_shared<TorchStore>(store), rank, size)),
+        queue_(std::make_shared<OpQueue>()) {
+    if (timeout_ms > 0) comm_.set_timeout_ms(timeout_ms);
+  }
+
+  ~SparkBackend() override {
+    // The operations use comm_: every one runs before it goes. Their futures' callbacks may
+    // take the GIL, so it must not be held here.
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release nogil;
+      queue_->wait(queue_->last());
+    } else {
+      queue_->wait(queue_->last());
+    }
+  }
 
   const std::string getBackendName() const override { return "spark"; }
   Communicator& comm() noexcept { return comm_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
-    return run(c10d::OpType::BROADCAST, "spark:broadcast", tensors, [&] {
-      const auto& t = single(tensors, "broadcast");
-      comm_.broadcast(t.data_ptr(), numel(t), dtype_of(t), static_cast<int>(opts.rootRank));
+    const auto& t = single(tensors, "broadcast");
+    const int root = static_cast<int>(opts.rootRank);
+    return enqueue(c10d::OpType::BROADCAST, "spark:broadcast", tensors, [this, t, root] {
+      comm_.broadcast(t.data_ptr(), byte_size(t), DType::u8, root);
     });
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
-    return run(c10d::OpType::ALLREDUCE, "spark:all_reduce", tensors, [&] {
-      const auto op = op_of(opts.reduceOp);
-      for (auto& t : tensors) {
-        checked(t);
-        comm_.allreduce(t.data_ptr(), t.data_ptr(), numel(t), dtype_of(t), op);
+    for (const auto& t : tensors) reduce_dtype_of(checked(t));
+    std::vector<Reduction> rs;
+    for (const auto& t : tensors) rs.push_back(reduction_of(opts.reduceOp, t));
+    return enqueue(c10d::OpType::ALLREDUCE, "spark:all_reduce", tensors, [this, tensors, rs] {
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const auto& t = tensors[i];
+        if (rs[i].premul) t.mul_(*rs[i].premul);
+        comm_.allreduce(t.data_ptr(), t.data_ptr(), elements(t), reduce_dtype_of(t), rs[i].op);
       }
     });
   }
@@ -177,151 +238,198 @@ class ProcessGroupSpark final : public c10d::ProcessGroup {
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
                                         const c10d::ReduceOptions& opts) override {
-    return run(c10d::OpType::REDUCE, "spark:reduce", tensors, [&] {
-      const auto& t = single(tensors, "reduce");
-      const auto op = op_of(opts.reduceOp);
-      if (getRank() == opts.rootRank) {
-        comm_.allreduce(t.data_ptr(), t.data_ptr(), numel(t), dtype_of(t), op);
-      } else {  // only the root's tensor changes
-        auto scratch = at::empty_like(t);
-        comm_.allreduce(t.data_ptr(), scratch.data_ptr(), numel(t), dtype_of(t), op);
-      }
+    const auto& t = single(tensors, "reduce");
+    reduce_dtype_of(t);
+    auto r = reduction_of(opts.reduceOp, t);
+    const bool root = getRank() == opts.rootRank;
+    return enqueue(c10d::OpType::REDUCE, "spark:reduce", tensors, [this, t, r, root] {
+      // Only the root's tensor changes.
+      at::Tensor in = r.premul ? t.mul(*r.premul) : t;
+      at::Tensor out = root ? t : at::empty_like(t);
+      comm_.allreduce(in.data_ptr(), out.data_ptr(), elements(t), reduce_dtype_of(t), r.op);
     });
   }
 
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions&) override {
-    std::vector<at::Tensor> flat_out;
-    for (auto& list : outputs) flat_out.insert(flat_out.end(), list.begin(), list.end());
-    return run(c10d::OpType::ALLGATHER, "spark:all_gather", flat_out, [&] {
-      const auto& in = single(inputs, "all_gather");
-      TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
-                  "backend spark: all_gather needs one output list of ", getSize(), " tensors");
-      for (auto& o : outputs[0]) same_shape_dtype(checked(o), in, "all_gather");
-      auto flat = at::empty({static_cast<std::int64_t>(numel(in)) * getSize()}, in.options());
-      comm_.allgather(in.data_ptr(), flat.data_ptr(), numel(in), dtype_of(in));
-      for (int r = 0; r < getSize(); ++r)
-        outputs[0][static_cast<std::size_t>(r)].view({-1}).copy_(
-            flat.narrow(0, static_cast<std::int64_t>(numel(in)) * r, numel(in)));
-    });
+    const auto& in = single(inputs, "all_gather");
+    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
+                "backend spark: all_gather needs one output list of ", getSize(), " tensors");
+    for (auto& o : outputs[0]) same_shape_dtype(checked(o), in, "all_gather");
+    auto outs = outputs[0];
+    return enqueue(c10d::OpType::ALLGATHER, "spark:all_gather", outs,
+                   [this, in, outs] { gather_into_list(in, outs); });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions&) override {
+    TORCH_CHECK(outputs.size() == inputs.size(),
+                "backend spark: all_gather_coalesced needs one output list per input");
+    std::vector<at::Tensor> flat;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      TORCH_CHECK(static_cast<int>(outputs[i].size()) == getSize(),
+                  "backend spark: all_gather_coalesced needs output lists of ", getSize(),
+                  " tensors");
+      for (auto& o : outputs[i]) same_shape_dtype(checked(o), checked(inputs[i]), "all_gather");
+      flat.insert(flat.end(), outputs[i].begin(), outputs[i].end());
+    }
+    return enqueue(c10d::OpType::ALLGATHER_COALESCED, "spark:all_gather_coalesced", flat,
+                   [this, inputs, outputs] {
+                     for (std::size_t i = 0; i < inputs.size(); ++i)
+                       gather_into_list(inputs[i], outputs[i]);
+                   });
   }
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions&) override {
-    return run(c10d::OpType::_ALLGATHER_BASE, "spark:_all_gather_base", {output}, [&] {
-      checked(input);
-      checked(output);
-      TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
-                      output.numel() == input.numel() * getSize(),
-                  "backend spark: all_gather_into_tensor needs an output of size * ", input.numel(),
-                  " elements of the input's dtype");
-      comm_.allgather(input.data_ptr(), output.data_ptr(), numel(input), dtype_of(input));
-    });
+    check_gather_base(output, input);
+    return enqueue(c10d::OpType::_ALLGATHER_BASE, "spark:all_gather_into_tensor", {output},
+                   [this, output, input] {
+                     comm_.allgather(input.data_ptr(), output.data_ptr(), byte_size(input),
+                                     DType::u8);
+                   });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions&) override {
+    TORCH_CHECK(outputs.size() == inputs.size(),
+                "backend spark: all_gather_into_tensor_coalesced needs one output per input");
+    for (std::size_t i = 0; i < inputs.size(); ++i) check_gather_base(outputs[i], inputs[i]);
+    return enqueue(c10d::OpType::COALESCED, "spark:all_gather_into_tensor_coalesced", outputs,
+                   [this, outputs, inputs] {
+                     for (std::size_t i = 0; i < inputs.size(); ++i)
+                       comm_.allgather(inputs[i].data_ptr(), outputs[i].data_ptr(),
+                                       byte_size(inputs[i]), DType::u8);
+                   });
   }
 
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override {
-    return run(c10d::OpType::REDUCE_SCATTER, "spark:reduce_scatter", outputs, [&] {
-      const auto& out = single(outputs, "reduce_scatter");
-      TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
-                  "backend spark: reduce_scatter needs one input list of ", getSize(), " tensors");
-      for (auto& i : inputs[0]) same_shape_dtype(checked(i), out, "reduce_scatter");
-      auto flat = at::cat(inputs[0]).contiguous();
-      comm_.reduce_scatter(flat.data_ptr(), out.data_ptr(), numel(out), dtype_of(out),
-                           op_of(opts.reduceOp));
-    });
+    const auto& out = single(outputs, "reduce_scatter");
+    reduce_dtype_of(out);
+    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+                "backend spark: reduce_scatter needs one input list of ", getSize(), " tensors");
+    for (auto& i : inputs[0]) same_shape_dtype(checked(i), out, "reduce_scatter");
+    auto ins = inputs[0];
+    auto r = reduction_of(opts.reduceOp, out);
+    return enqueue(c10d::OpType::REDUCE_SCATTER, "spark:reduce_scatter", outputs,
+                   [this, out, ins, r] {
+                     auto flat = at::cat(ins).contiguous();
+                     scatter_reduced(flat, out, r);
+                   });
   }
 
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
-    return run(c10d::OpType::_REDUCE_SCATTER_BASE, "spark:_reduce_scatter_base", {output}, [&] {
-      checked(input);
-      checked(output);
-      TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
-                      input.numel() == output.numel() * getSize(),
-                  "backend spark: reduce_scatter_tensor needs an input of size * ", output.numel(),
-                  " elements of the output's dtype");
-      comm_.reduce_scatter(input.data_ptr(), output.data_ptr(), numel(output), dtype_of(output),
-                           op_of(opts.reduceOp));
-    });
+    check_scatter_base(output, input);
+    auto r = reduction_of(opts.reduceOp, output);
+    return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "spark:reduce_scatter_tensor", {output},
+                   [this, output, input, r] { scatter_reduced(input, output, r); });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override {
+    TORCH_CHECK(outputs.size() == inputs.size(),
+                "backend spark: reduce_scatter_tensor_coalesced needs one output per input");
+    std::vector<Reduction> rs;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      check_scatter_base(outputs[i], inputs[i]);
+      rs.push_back(reduction_of(opts.reduceOp, outputs[i]));
+    }
+    return enqueue(c10d::OpType::COALESCED, "spark:reduce_scatter_tensor_coalesced", outputs,
+                   [this, outputs, inputs, rs] {
+                     for (std::size_t i = 0; i < inputs.size(); ++i)
+                       scatter_reduced(inputs[i], outputs[i], rs[i]);
+                   });
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<std::int64_t>& out_splits,
                                                std::vector<std::int64_t>& in_splits,
                                                const c10d::AllToAllOptions&) override {
-    return run(c10d::OpType::ALLTOALL_BASE, "spark:all_to_all_single", {output}, [&] {
-      checked(input);
-      checked(output);
-      TORCH_CHECK(input.scalar_type() == output.scalar_type(),
-                  "backend spark: all_to_all_single: input and output dtypes differ");
-      const auto n = static_cast<std::size_t>(getSize());
-      if (out_splits.empty() && in_splits.empty()) {
-        TORCH_CHECK(input.numel() == output.numel() && numel(input) % n == 0,
-                    "backend spark: all_to_all_single needs input and output of equal size, a "
-                    "multiple of the group size");
-        comm_.alltoall(input.data_ptr(), output.data_ptr(), numel(input) / n, dtype_of(input));
-        return;
-      }
-      std::vector<std::size_t> sc, sd, rc, rd;
-      counts(input, in_splits, sc, sd, "input");
-      counts(output, out_splits, rc, rd, "output");
-      comm_.alltoallv(input.data_ptr(), sc.data(), sd.data(), output.data_ptr(), rc.data(),
-                      rd.data(), dtype_of(input));
-    });
+    checked(input);
+    checked(output);
+    TORCH_CHECK(input.scalar_type() == output.scalar_type(),
+                "backend spark: all_to_all_single: input and output dtypes differ");
+    const auto n = static_cast<std::size_t>(getSize());
+    if (out_splits.empty() && in_splits.empty()) {
+      TORCH_CHECK(input.numel() == output.numel() && elements(input) % n == 0,
+                  "backend spark: all_to_all_single needs input and output of equal size, a "
+                  "multiple of the group size");
+      return enqueue(c10d::OpType::ALLTOALL_BASE, "spark:all_to_all_single", {output},
+                     [this, output, input, n] {
+                       comm_.alltoall(input.data_ptr(), output.data_ptr(), byte_size(input) / n,
+                                      DType::u8);
+                     });
+    }
+    auto in = byte_layout(input, in_splits, "input");
+    auto out = byte_layout(output, out_splits, "output");
+    return enqueue(c10d::OpType::ALLTOALL_BASE, "spark:all_to_all_single", {output},
+                   [this, output, input, in, out] {
+                     comm_.alltoallv(input.data_ptr(), in.counts.data(), in.displs.data(),
+                                     output.data_ptr(), out.counts.data(), out.displs.data(),
+                                     DType::u8);
+                   });
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions&) override {
-    return run(c10d::OpType::ALLTOALL, "spark:all_to_all", outputs, [&] {
-      const auto n = static_cast<std::size_t>(getSize());
-      TORCH_CHECK(inputs.size() == n && outputs.size() == n, "backend spark: all_to_all needs ", n,
-                  " input and ", n, " output tensors");
-      std::vector<std::size_t> sc(n), sd(n), rc(n), rd(n);
-      std::size_t s = 0, r = 0;
-      for (std::size_t p = 0; p < n; ++p) {
-        checked(inputs[p]);
-        checked(outputs[p]);
-        TORCH_CHECK(inputs[p].scalar_type() == inputs[0].scalar_type() &&
-                        outputs[p].scalar_type() == inputs[0].scalar_type(),
-                    "backend spark: all_to_all: tensors of different dtypes");
-        sc[p] = numel(inputs[p]), sd[p] = s, s += sc[p];
-        rc[p] = numel(outputs[p]), rd[p] = r, r += rc[p];
-      }
-      auto in = at::cat(inputs).contiguous();
-      auto out = at::empty({static_cast<std::int64_t>(r)}, outputs[0].options());
-      comm_.alltoallv(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(), rc.data(), rd.data(),
-                      dtype_of(in));
-      for (std::size_t p = 0; p < n; ++p)
-        outputs[p].view({-1}).copy_(
-            out.narrow(0, static_cast<std::int64_t>(rd[p]), static_cast<std::int64_t>(rc[p])));
-    });
+    const auto n = static_cast<std::size_t>(getSize());
+    TORCH_CHECK(inputs.size() == n && outputs.size() == n, "backend spark: all_to_all needs ", n,
+                " input and ", n, " output tensors");
+    Layout in, out;
+    for (std::size_t p = 0; p < n; ++p) {
+      checked(inputs[p]);
+      checked(outputs[p]);
+      TORCH_CHECK(inputs[p].scalar_type() == inputs[0].scalar_type() &&
+                      outputs[p].scalar_type() == inputs[0].scalar_type(),
+                  "backend spark: all_to_all: tensors of different dtypes");
+      in.append(byte_size(inputs[p]));
+      out.append(byte_size(outputs[p]));
+    }
+    return enqueue(
+        c10d::OpType::ALLTOALL, "spark:all_to_all", outputs, [this, outputs, inputs, in, out] {
+          auto packed = at::cat(inputs).contiguous();
+          auto received = at::empty({static_cast<std::int64_t>(out.total)},
+                                    at::TensorOptions().dtype(at::kByte));
+          comm_.alltoallv(packed.data_ptr(), in.counts.data(), in.displs.data(),
+                          received.data_ptr(), out.counts.data(), out.displs.data(), DType::u8);
+          for (std::size_t p = 0; p < outputs.size(); ++p)
+            std::memcpy(outputs[p].data_ptr(),
+                        static_cast<std::byte*>(received.data_ptr()) + out.displs[p],
+                        out.counts[p]);
+        });
   }
 
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override {
-    std::vector<at::Tensor> flat_out;
-    for (auto& list : outputs) flat_out.insert(flat_out.end(), list.begin(), list.end());
-    return run(c10d::OpType::GATHER, "spark:gather", flat_out, [&] {
-      const auto& in = single(inputs, "gather");
-      const int root = static_cast<int>(opts.rootRank);
-      if (getRank() != root) {
-        comm_.send(in.data_ptr(), numel(in), dtype_of(in), root);
-        return;
-      }
+    const auto& in = single(inputs, "gather");
+    const int root = static_cast<int>(opts.rootRank);
+    std::vector<at::Tensor> outs;
+    if (getRank() == root) {
       TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
                   "backend spark: gather needs one output list of ", getSize(), " tensors");
+      for (auto& o : outputs[0]) same_shape_dtype(checked(o), in, "gather");
+      outs = outputs[0];
+    }
+    return enqueue(c10d::OpType::GATHER, "spark:gather", outs, [this, in, outs, root] {
+      if (getRank() != root) {
+        comm_.send(in.data_ptr(), byte_size(in), DType::u8, root);
+        return;
+      }
       for (int r = 0; r < getSize(); ++r) {
-        auto& o = outputs[0][static_cast<std::size_t>(r)];
-        same_shape_dtype(checked(o), in, "gather");
+        const auto& o = outs[static_cast<std::size_t>(r)];
         if (r == root) {
           o.copy_(in);
         } else {
-          comm_.recv(o.data_ptr(), numel(o), dtype_of(o), r);
+          comm_.recv(o.data_ptr(), byte_size(o), DType::u8, r);
         }
       }
     });
@@ -330,128 +438,203 @@ class ProcessGroupSpark final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
-    return run(c10d::OpType::SCATTER, "spark:scatter", outputs, [&] {
-      const auto& out = single(outputs, "scatter");
-      const int root = static_cast<int>(opts.rootRank);
-      if (getRank() != root) {
-        comm_.recv(out.data_ptr(), numel(out), dtype_of(out), root);
-        return;
-      }
+    const auto& out = single(outputs, "scatter");
+    const int root = static_cast<int>(opts.rootRank);
+    std::vector<at::Tensor> ins;
+    if (getRank() == root) {
       TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                   "backend spark: scatter needs one input list of ", getSize(), " tensors");
+      for (auto& i : inputs[0]) same_shape_dtype(checked(i), out, "scatter");
+      ins = inputs[0];
+    }
+    return enqueue(c10d::OpType::SCATTER, "spark:scatter", outputs, [this, out, ins, root] {
+      if (getRank() != root) {
+        comm_.recv(out.data_ptr(), byte_size(out), DType::u8, root);
+        return;
+      }
       for (int r = 0; r < getSize(); ++r) {
-        const auto& i = inputs[0][static_cast<std::size_t>(r)];
-        same_shape_dtype(checked(i), out, "scatter");
+        const auto& i = ins[static_cast<std::size_t>(r)];
         if (r == root) {
           out.copy_(i);
         } else {
-          comm_.send(i.data_ptr(), numel(i), dtype_of(i), r);
+          comm_.send(i.data_ptr(), byte_size(i), DType::u8, r);
         }
       }
     });
   }
 
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int) override {
-    return run(c10d::OpType::SEND, "spark:send", tensors, [&] {
-      const auto& t = single(tensors, "send");
-      comm_.send(t.data_ptr(), numel(t), dtype_of(t), dst);
-    });
+    const auto& t = single(tensors, "send");
+    return enqueue(c10d::OpType::SEND, "spark:send", tensors,
+                   [this, t, dst] { comm_.send(t.data_ptr(), byte_size(t), DType::u8, dst); });
   }
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int) override {
-    return run(c10d::OpType::RECV, "spark:recv", tensors, [&] {
-      const auto& t = single(tensors, "recv");
-      comm_.recv(t.data_ptr(), numel(t), dtype_of(t), src);
-    });
+    const auto& t = single(tensors, "recv");
+    return enqueue(c10d::OpType::RECV, "spark:recv", tensors,
+                   [this, t, src] { comm_.recv(t.data_ptr(), byte_size(t), DType::u8, src); });
+  }
+
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override {
+    TORCH_CHECK(false,
+                "backend spark: recv without a source rank is not supported; name the sender "
+                "(dist.recv(t, src=R))");
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
-    return run(c10d::OpType::BARRIER, "spark:barrier", {}, [&] { comm_.barrier(); });
+    return enqueue(c10d::OpType::BARRIER, "spark:barrier", {}, [this] { comm_.barrier(); });
+  }
+
+  // torch's _coalescing_manager: the operations issued in between run in order as always;
+  // the Work of endCoalescing finishes after the last of them.
+  void startCoalescing() override { coalescing_ = true; }
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override {
+    TORCH_CHECK(coalescing_, "backend spark: endCoalescing without startCoalescing");
+    coalescing_ = false;
+    return enqueue(c10d::OpType::COALESCED, "spark:coalesced", {}, [this] {
+      if (auto f = comm_.failure()) throw CommFailure(*f);
+    });
   }
 
  private:
-  static std::size_t numel(const at::Tensor& t) { return static_cast<std::size_t>(t.numel()); }
-
-  // Splits along dim 0 -> element counts and displacements.
-  void counts(const at::Tensor& t, const std::vector<std::int64_t>& splits,
-              std::vector<std::size_t>& c, std::vector<std::size_t>& d, const char* what) const {
-    const auto n = static_cast<std::size_t>(getSize());
-    const auto rows = t.dim() == 0 ? 1 : t.size(0);
-    const auto per_row = rows == 0 ? 0 : static_cast<std::size_t>(t.numel() / rows);
-    c.assign(n, 0);
-    d.assign(n, 0);
-    std::size_t off = 0;
-    for (std::size_t p = 0; p < n; ++p) {
-      const auto k = splits.empty() ? static_cast<std::size_t>(rows) / n
-                                    : static_cast<std::size_t>(splits.at(p));
-      c[p] = k * per_row;
-      d[p] = off;
-      off += c[p];
+  // Element counts and displacements in bytes, one per rank.
+  struct Layout {
+    std::vector<std::size_t> counts, displs;
+    std::size_t total = 0;
+    void append(std::size_t bytes) {
+      counts.push_back(bytes);
+      displs.push_back(total);
+      total += bytes;
     }
-    TORCH_CHECK(splits.empty() || splits.size() == n, "backend spark: all_to_all_single: ", what,
-                " split sizes need one entry per rank");
-    TORCH_CHECK(off <= static_cast<std::size_t>(t.numel()),
-                "backend spark: all_to_all_single: ", what,
-                " split sizes add up to more rows than the tensor has");
-  }
+  };
 
   template <class F>
-  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const char* title,
-                                     std::vector<at::Tensor> outputs, F&& f) {
-    std::exception_ptr error;
-    try {
-      f();
-    } catch (...) {
-      error = std::current_exception();
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
+                                         std::vector<at::Tensor> outputs, F op) {
+    auto work = c10::make_intrusive<SparkWork>(getRank(), type, title, outputs, queue_);
+    // The operation holds its Work (and, through its captures, its tensors) until it has run.
+    auto ticket = queue_->submit([work, op = std::move(op)]() mutable noexcept {
+      std::exception_ptr error;
+      try {
+        op();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      try {
+        work->complete(error);
+      } catch (...) {  // a future callback that threw: torch logs those itself
+      }
+    });
+    work->set_ticket(ticket);
+    return work;
+  }
+
+  void gather_into_list(const at::Tensor& in, const std::vector<at::Tensor>& outs) {
+    auto flat = at::empty({static_cast<std::int64_t>(byte_size(in)) * getSize()},
+                          at::TensorOptions().dtype(at::kByte));
+    comm_.allgather(in.data_ptr(), flat.data_ptr(), byte_size(in), DType::u8);
+    for (int r = 0; r < getSize(); ++r)
+      std::memcpy(outs[static_cast<std::size_t>(r)].data_ptr(),
+                  static_cast<std::byte*>(flat.data_ptr()) + byte_size(in) * r, byte_size(in));
+  }
+
+  void check_gather_base(const at::Tensor& output, const at::Tensor& input) const {
+    checked(input);
+    checked(output);
+    TORCH_CHECK(
+        output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * getSize(),
+        "backend spark: all_gather_into_tensor needs an output of ", getSize(), " * ",
+        input.numel(), " elements of the input's dtype");
+  }
+
+  void check_scatter_base(const at::Tensor& output, const at::Tensor& input) const {
+    checked(input);
+    checked(output);
+    reduce_dtype_of(output);
+    TORCH_CHECK(
+        output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * getSize(),
+        "backend spark: reduce_scatter_tensor needs an input of ", getSize(), " * ", output.numel(),
+        " elements of the output's dtype");
+  }
+
+  // The caller's input is never changed: PREMUL_SUM scales a copy.
+  void scatter_reduced(const at::Tensor& input, const at::Tensor& output, const Reduction& r) {
+    at::Tensor in = r.premul ? input.mul(*r.premul) : input;
+    comm_.reduce_scatter(in.data_ptr(), output.data_ptr(), elements(output),
+                         reduce_dtype_of(output), r.op);
+  }
+
+  // all_to_all_single's splits (rows along dim 0) -> bytes per rank.
+  Layout byte_layout(const at::Tensor& t, const std::vector<std::int64_t>& splits,
+                     const char* what) const {
+    const auto n = static_cast<std::size_t>(getSize());
+    TORCH_CHECK(splits.empty() || splits.size() == n, "backend spark: all_to_all_single: ", what,
+                " split sizes need one entry per rank, got ", splits.size());
+    const auto rows = t.dim() == 0 ? 1 : t.size(0);
+    const auto row_bytes = rows == 0 ? 0 : byte_size(t) / static_cast<std::size_t>(rows);
+    Layout l;
+    for (std::size_t p = 0; p < n; ++p) {
+      TORCH_CHECK(splits.empty() || splits[p] >= 0, "backend spark: all_to_all_single: ", what,
+                  " split sizes must not be negative");
+      const auto k =
+          splits.empty() ? static_cast<std::size_t>(rows) / n : static_cast<std::size_t>(splits[p]);
+      l.append(k * row_bytes);
     }
-    return c10::make_intrusive<SparkWork>(getRank(), type, title, std::move(outputs), error);
+    TORCH_CHECK(l.total <= byte_size(t), "backend spark: all_to_all_single: ", what,
+                " split sizes add up to more rows than the tensor has");
+    return l;
   }
 
   Communicator comm_;
+  std::shared_ptr<OpQueue> queue_;
+  bool coalescing_ = false;
 };
 
-c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store,
-                                              int rank, int size, py::object /*timeout*/) {
-  // torch's timeout is not used: SPARKNET_ROCE_TIMEOUT_MS bounds every wait on a peer,
-  // SPARK_JOIN_TIMEOUT_MS the wire-up (docs/python.md).
-  c10::intrusive_ptr<c10d::ProcessGroup> pg;
-  {
-    py::gil_scoped_release nogil;  // the wire-up waits for every rank of the group
-    pg = c10::make_intrusive<ProcessGroupSpark>(store, rank, size);
-  }
-  return pg;
+c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                         int size, std::uint32_t timeout_ms) {
+  py::gil_scoped_release nogil;  // the wire-up waits for every rank of the group
+  return c10::make_intrusive<SparkBackend>(store, rank, size, timeout_ms);
 }
 
-ProcessGroupSpark& spark_group(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
-  auto* g = dynamic_cast<ProcessGroupSpark*>(pg.get());
-  if (g == nullptr)
-    throw py::type_error("not a process group of backend \"spark\" (backend " +
-                         pg->getBackendName() + ")");
-  return *g;
+SparkBackend& spark_backend(const c10::intrusive_ptr<c10d::Backend>& b) {
+  auto* s = dynamic_cast<SparkBackend*>(b.get());
+  if (s == nullptr)
+    throw py::type_error("not a backend \"spark\" (backend " + b->getBackendName() + ")");
+  return *s;
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_c10d, m) {
-  m.doc() = "torch.distributed backend \"spark\" (registered by sparkrun.torch)";
-  m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
-        py::arg("timeout") = py::none(),
-        "The creator torch.distributed.Backend.register_backend is given.");
+  m.doc() = "torch.distributed backend \"spark\" (registered by libspark.torch)";
+  // The Python type derives from torch's Backend, so torch registers it per device and names
+  // its group (DeviceMesh and DTensor look groups up by name).
+  py::module_::import("torch.distributed");
+  py::class_<SparkBackend, c10d::Backend, c10::intrusive_ptr<SparkBackend>>(m, "SparkBackend");
+  m.def("create_backend", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
+        py::arg("timeout_ms"),
+        "A backend for one group; timeout_ms 0 keeps libspark's (SPARKNET_ROCE_TIMEOUT_MS).");
   m.def(
       "failure",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) -> std::optional<std::string> {
-        auto f = spark_group(pg).comm().failure();
+      [](const c10::intrusive_ptr<c10d::Backend>& b) -> std::optional<std::string> {
+        auto f = spark_backend(b).comm().failure();
         if (!f) return std::nullopt;
         return to_string(*f);
       },
-      py::arg("group"), "The group's one-line failure record, or None.");
+      py::arg("backend"), "The group's one-line failure record, or None.");
   m.def(
       "set_timeout_ms",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg, std::uint32_t ms) {
+      [](const c10::intrusive_ptr<c10d::Backend>& b, std::uint32_t ms) {
         if (ms == 0) throw py::value_error("set_timeout_ms: give >= 1 ms");
-        spark_group(pg).comm().set_timeout_ms(ms);
+        spark_backend(b).comm().set_timeout_ms(ms);
       },
-      py::arg("group"), py::arg("ms"));
+      py::arg("backend"), py::arg("ms"));
+  m.def(
+      "timeout_ms",
+      [](const c10::intrusive_ptr<c10d::Backend>& b) {
+        return spark_backend(b).comm().timeout_ms();
+      },
+      py::arg("backend"));
 }
 
 }  // namespace spark::python

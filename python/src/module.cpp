@@ -1,6 +1,6 @@
-// sparkrun._core: libspark's Communicator for Python (pybind11). Thin: argument checks that
+// libspark._core: libspark's Communicator for Python (pybind11). Thin: argument checks that
 // give Python exceptions, the GIL released while a collective waits, errors translated to
-// the sparkrun.* exception classes. The pure-Python package (sparkrun/__init__.py) re-exports.
+// the libspark.* exception classes. The pure-Python package (libspark/__init__.py) re-exports.
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -141,7 +141,7 @@ class PyComm {
     if (!comm_)
       throw InvalidUsage(
           "the communicator is closed (close() was called); make a new one with "
-          "sparkrun.init()");
+          "libspark.init()");
     return comm_;
   }
   void close() {
@@ -261,7 +261,7 @@ void translate(std::exception_ptr p) {
 }
 
 py::handle new_exception(py::module_& m, const char* name, py::handle bases, const char* doc) {
-  const std::string full = std::string("sparkrun.") + name;
+  const std::string full = std::string("libspark.") + name;
   PyObject* type = PyErr_NewExceptionWithDoc(full.c_str(), doc, bases.ptr(), nullptr);
   if (type == nullptr) throw py::error_already_set();
   m.add_object(name, py::handle(type));
@@ -316,12 +316,12 @@ PYBIND11_MODULE(_core, m) {
           "wall-clock time of detection, seconds since the epoch")
       .def("__str__", [](const FailureRecord& r) { return to_string(r); })
       .def("__repr__",
-           [](const FailureRecord& r) { return "<sparkrun.FailureRecord " + to_string(r) + ">"; });
+           [](const FailureRecord& r) { return "<libspark.FailureRecord " + to_string(r) + ">"; });
 
   // --- communicator ---
   py::class_<PyComm>(m, "Communicator",
                      "A group of ranks; every collective is called by every rank in the same "
-                     "order. Made by sparkrun.init(), split() and dup().")
+                     "order. Made by libspark.init(), split() and dup().")
       .def_property_readonly("rank", [](const PyComm& c) { return c.rank_; })
       .def_property_readonly("size", [](const PyComm& c) { return c.size_; })
       .def_property_readonly("local_rank", [](const PyComm& c) { return c.local_rank_; })
@@ -485,7 +485,7 @@ PYBIND11_MODULE(_core, m) {
           [](const PyComm& c) {
             if (auto r = c.failure()) throw CommFailure(*r);
           },
-          "Raises sparkrun.CommFailure (with .record) if the communicator has failed.")
+          "Raises libspark.CommFailure (with .record) if the communicator has failed.")
       .def(
           "set_timeout_ms",
           [](const PyComm& c, std::uint32_t ms) {
@@ -511,7 +511,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("color"), py::arg("key") = py::none(),
           "MPI_Comm_split, collective over this communicator: ranks passing the same color >= 0 "
           "form a new Communicator, ranked by key (default: the rank here, keeping this order), "
-          "then by rank here; a negative color (sparkrun.UNDEFINED) gets None. The new one "
+          "then by rank here; a negative color (libspark.UNDEFINED) gets None. The new one "
           "reuses these connections, has its own sequence numbers and timeout (this one's, then "
           "settable) and keeps this one alive; a failure in either fails both.")
       .def(
@@ -538,7 +538,7 @@ PYBIND11_MODULE(_core, m) {
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyComm& c, py::args) { c.close(); })
       .def("__repr__", [](const PyComm& c) {
-        return "<sparkrun.Communicator " + c.name_ + " rank " + std::to_string(c.rank_) + " of " +
+        return "<libspark.Communicator " + c.name_ + " rank " + std::to_string(c.rank_) + " of " +
                std::to_string(c.size_) + (c.closed() ? " (closed)>" : ">");
       });
 

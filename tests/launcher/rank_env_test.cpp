@@ -85,11 +85,14 @@ TEST(RankEnv, TorchrunVariables) {
   EXPECT_EQ(mine.size(), 3u);  // RANKS=1 is another name: LOCAL_RANK etc. stay
 
   const auto master = torchrun_master_env("10.0.0.1", 29500, {}, {});
-  EXPECT_EQ(master, (std::vector<EnvVar>{{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}}));
-  EXPECT_EQ(torchrun_master_env("10.0.0.1", 29500, {"MASTER_PORT=1234"}, {}),
+  EXPECT_EQ(master,
+            (std::vector<EnvVar>{
+                {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}, {"USE_LIBUV", "0"}}));
+  EXPECT_EQ(torchrun_master_env("10.0.0.1", 29500, {"MASTER_PORT=1234", "USE_LIBUV=1"}, {}),
             (std::vector<EnvVar>{{"MASTER_ADDR", "10.0.0.1"}}));
-  EXPECT_TRUE(
-      torchrun_master_env("a", 1, {}, {{"MASTER_ADDR", "b"}, {"MASTER_PORT", "2"}}).empty());
+  EXPECT_TRUE(torchrun_master_env("a", 1, {},
+                                  {{"MASTER_ADDR", "b"}, {"MASTER_PORT", "2"}, {"USE_LIBUV", "1"}})
+                  .empty());
   // --max-restarts: SPARK_RESTART_COUNT is always sparkrun's; torchrun's two unless set.
   EXPECT_EQ(restart_env(2, 3, {}, {}), (std::vector<EnvVar>{{"SPARK_RESTART_COUNT", "2"},
                                                             {"TORCHELASTIC_RESTART_COUNT", "2"},

@@ -1,12 +1,12 @@
 """Rank program (2 ranks, SPARK_ON_FAILURE=raise): bad arguments give clear Python exceptions,
-a size mismatch across ranks gives sparkrun.CommFailure on both, never a hang."""
+a size mismatch across ranks gives libspark.CommFailure on both, never a hang."""
 import sys
 import time
 
 import numpy as np
-import sparkrun
+import libspark
 
-comm = sparkrun.init()
+comm = libspark.init()
 r = comm.rank
 
 
@@ -62,10 +62,10 @@ try:
     if g[0] != comm.size:
         sys.exit(f"FAIL: device allreduce of host-readable memory gave {g[0]}")
     print(f"rank {r}: the device path ran (a GPU that reads host memory)", flush=True)
-except sparkrun.InvalidUsage as e:
+except libspark.InvalidUsage as e:
     if not any(f in str(e) for f in ("no CUDA device", "built without CUDA", "not GPU-accessible")):
         sys.exit(f"FAIL: device allreduce refused for an unexpected reason: {e}")
-    print(f"rank {r}: InvalidUsage: {e} (built_with_cuda={sparkrun.built_with_cuda()})", flush=True)
+    print(f"rank {r}: InvalidUsage: {e} (built_with_cuda={libspark.built_with_cuda()})", flush=True)
 
 comm.check_health()  # argument errors do not fail the communicator
 comm.allreduce(x)  # and it still works
@@ -74,7 +74,7 @@ if x[0] != comm.size:
 
 # Size mismatch across ranks: a CommFailure on every rank, quickly.
 start = time.monotonic()
-e = expect(sparkrun.CommFailure, "", lambda: comm.allreduce(np.ones(4 + 4 * r, np.float32)))
+e = expect(libspark.CommFailure, "", lambda: comm.allreduce(np.ones(4 + 4 * r, np.float32)))
 took = time.monotonic() - start
 rec = e.record
 print(f"rank {r}: record cause={rec.cause} op={rec.op} peer={rec.peer} after {took:.2f} s", flush=True)
@@ -83,8 +83,8 @@ if rec.cause not in ("mismatch", "remote_abort", "peer_closed") or took > 5:
 if comm.failure() is None:
     sys.exit("FAIL: failure() is None after a CommFailure")
 # Every call after a failure raises the same record at once.
-e2 = expect(sparkrun.CommFailure, "", lambda: comm.barrier())
+e2 = expect(libspark.CommFailure, "", lambda: comm.barrier())
 if str(e2) != str(e):
     sys.exit(f"FAIL: a later call raised a different record: {e2}")
-expect(sparkrun.CommFailure, "", comm.check_health)
+expect(libspark.CommFailure, "", comm.check_health)
 print(f"rank {r} ok", flush=True)

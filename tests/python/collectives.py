@@ -3,13 +3,13 @@ bit-identical across ranks. Run under `sparkrun -n N` (N = 1..3). Prints 'rank R
 import sys
 
 import numpy as np
-import sparkrun
+import libspark
 
-comm = sparkrun.init()
+comm = libspark.init()
 r, n = comm.rank, comm.size
 DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8]
-OPS = {sparkrun.SUM: "sum", sparkrun.PROD: "prod", sparkrun.MIN: "min", sparkrun.MAX: "max",
-       sparkrun.AVG: "avg"}
+OPS = {libspark.SUM: "sum", libspark.PROD: "prod", libspark.MIN: "min", libspark.MAX: "max",
+       libspark.AVG: "avg"}
 SIZES = [1, 7, 1000, 70001]  # below and above the one-shot and piece sizes
 
 

@@ -3,8 +3,8 @@ import sys
 
 import torch
 
-import sparkrun
-from sparkrun.engine import SparkCustomAllreduce
+import libspark
+from libspark.engine import SparkCustomAllreduce
 
 
 def expect(cond, what):

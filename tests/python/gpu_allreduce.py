@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import torch
 
-import sparkrun
-from sparkrun.engine import SparkCustomAllreduce
+import libspark
+from libspark.engine import SparkCustomAllreduce
 
 
 def expect(cond, what):
@@ -16,9 +16,9 @@ def expect(cond, what):
         sys.exit(f"FAIL: {what}")
 
 
-comm = sparkrun.init()
+comm = libspark.init()
 r, n = comm.rank, comm.size
-expect(sparkrun.built_with_cuda(), "CUDA torch and a GPU, but sparkrun was built without CUDA")
+expect(libspark.built_with_cuda(), "CUDA torch and a GPU, but sparkrun was built without CUDA")
 torch.manual_seed(1234 + r)
 for dtype in (torch.float32, torch.bfloat16, torch.int32):
     for count in (1, 1000, 3 << 18):  # 3 << 18 f32 = 3 MiB: three launches of the 1 MiB channel

@@ -47,7 +47,7 @@ def need_torch():
         sys.exit(77)
     try:
         import torch  # noqa: F401
-        from sparkrun import _c10d  # noqa: F401
+        from libspark import _c10d  # noqa: F401
     except ImportError as e:
         fail(f"the torch backend was built but does not import: {e}")
 
@@ -98,11 +98,11 @@ elif case == "bad_input":
 elif case == "store_init":
     need_torch()
     code = (
-        "import sys, datetime, numpy as np, torch.distributed as dist, sparkrun\n"
+        "import sys, datetime, numpy as np, torch.distributed as dist, libspark\n"
         "r, port = int(sys.argv[1]), int(sys.argv[2])\n"
         "s = dist.TCPStore('127.0.0.1', port, 2, r == 0, datetime.timedelta(seconds=30))\n"
-        "c = sparkrun.init(store=dist.PrefixStore('a', s), rank=r, size=2)\n"
-        "d = sparkrun.init(store=dist.PrefixStore('b', s), rank=r, size=2)\n"
+        "c = libspark.init(store=dist.PrefixStore('a', s), rank=r, size=2)\n"
+        "d = libspark.init(store=dist.PrefixStore('b', s), rank=r, size=2)\n"
         "x = np.full(5, r + 1.0); c.allreduce(x); y = np.full(3, 2.0); d.allreduce(y)\n"
         "assert list(x) == [3.0] * 5 and list(y) == [4.0] * 3, (x, y)\n"
         "c.close(); d.barrier(); d.close(); print(f'rank {r} ok', flush=True)\n")
@@ -118,12 +118,12 @@ elif case == "store_settings_differ":
     # has SPARK_TCP_LANES=4; both ranks fail in seconds naming it, with either failure policy.
     need_torch()
     code = (
-        "import sys, time, datetime, torch.distributed as dist, sparkrun\n"
+        "import sys, time, datetime, torch.distributed as dist, libspark\n"
         "r, port = int(sys.argv[1]), int(sys.argv[2])\n"
         "s = dist.TCPStore('127.0.0.1', port, 2, r == 0, datetime.timedelta(seconds=30))\n"
         "t0 = time.monotonic()\n"
         "try:\n"
-        "    sparkrun.init(store=s, rank=r, size=2)\n"
+        "    libspark.init(store=s, rank=r, size=2)\n"
         "except Exception as e:\n"
         "    print(f'rank {r} raised after {time.monotonic() - t0:.2f} s: {e}', flush=True)\n"
         "    sys.exit(3)\n"

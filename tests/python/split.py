@@ -11,7 +11,7 @@ import sys
 import time
 
 import numpy as np
-import sparkrun
+import libspark
 
 
 def check(ok, what):
@@ -20,7 +20,7 @@ def check(ok, what):
         sys.exit(1)
 
 
-comm = sparkrun.init()
+comm = libspark.init()
 r, n = comm.rank, comm.size
 check(n == 3, f"run with 3 ranks, not {n}")
 
@@ -53,7 +53,7 @@ check((d.rank, d.size) == (r, n) and d.name == "comm 2 (dup, size 3)", f"dup {d!
 check(d.allreduce(np.array([r], np.int32))[0] == 3, "allreduce in the dup")
 same = comm.split(0)  # default key: the rank, so the world's order
 check(same.rank == r and same.size == 3, f"split(0) gave rank {same.rank}")
-none = comm.split(sparkrun.UNDEFINED if r == 1 else 5)
+none = comm.split(libspark.UNDEFINED if r == 1 else 5)
 check((none is None) == (r == 1), f"split(UNDEFINED) gave {none!r} on rank {r}")
 check(none is None or none.allreduce(np.ones(1, np.float32))[0] == 2, "the size-2 split")
 nested = d.split(0, key=-r)  # a split of a dup, then the dup's Python object goes first
@@ -65,7 +65,7 @@ check(nested.allreduce(np.array([r], np.int32))[0] == 3, "the nested split after
 print(f"rank {r} ok", flush=True)
 
 # The failure: a sub-communicator whose world's Python object is already gone.
-f = comm.split(sparkrun.UNDEFINED if r == 1 else 0, key=-r)
+f = comm.split(libspark.UNDEFINED if r == 1 else 0, key=-r)
 comm.close()
 del comm, sub, same, none, nested
 gc.collect()

@@ -8,7 +8,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import sparkrun.torch  # noqa: F401
+import libspark.torch  # noqa: F401
 
 mode = sys.argv[1]
 dist.init_process_group("spark")

@@ -6,7 +6,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-import sparkrun.torch as st
+import libspark.torch as st
 
 dist.init_process_group("spark")
 r, n = dist.get_rank(), dist.get_world_size()

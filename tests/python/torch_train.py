@@ -7,7 +7,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-import sparkrun  # noqa: F401  (torch is imported: registers backend "spark")
+import libspark  # noqa: F401  (torch is imported: registers backend "spark")
 
 backend, out = sys.argv[1], sys.argv[2]
 dist.init_process_group(backend)

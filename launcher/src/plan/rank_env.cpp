@@ -101,7 +101,12 @@ std::vector<EnvVar> restart_env(int restart_count, int max_restarts,
 std::vector<EnvVar> torchrun_master_env(const std::string& addr, int port,
                                         const std::vector<std::string>& base,
                                         const std::vector<EnvVar>& exports) {
-  return unless_set({{"MASTER_ADDR", addr}, {"MASTER_PORT", std::to_string(port)}}, base, exports);
+  // USE_LIBUV=0: torch's env:// store without libuv, which every torch has; builds without
+  // libuv (Debian's torch) refuse the default otherwise, and a job of a few ranks gains
+  // nothing from it.
+  return unless_set(
+      {{"MASTER_ADDR", addr}, {"MASTER_PORT", std::to_string(port)}, {"USE_LIBUV", "0"}}, base,
+      exports);
 }
 
 int pick_free_port() {

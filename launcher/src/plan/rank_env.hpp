@@ -53,7 +53,8 @@ std::vector<EnvVar> restart_env(int restart_count, int max_restarts,
                                 const std::vector<EnvVar>& exports);
 
 /// torchrun's job-wide MASTER_ADDR / MASTER_PORT: `addr` (rank 0's host on the control
-/// network) and `port`, each only when the user set neither in `base` nor in `exports`.
+/// network) and `port`, and USE_LIBUV=0 (torch's store without libuv, docs/python.md), each
+/// only when the user set it neither in `base` nor in `exports`.
 std::vector<EnvVar> torchrun_master_env(const std::string& addr, int port,
                                         const std::vector<std::string>& base,
                                         const std::vector<EnvVar>& exports);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs one part of the Debian 13 build's tests inside the root (tests/debian13/CMakeLists.txt):
 #   in_root.sh unit|integration|fault   that label's tests of ${SPARK_BUILD_DIR:-build}/debian13
+#   in_root.sh python                   the python label there: the package and the torch 2.x
+#                                       backend against the root's torch (label torch2 here)
 #   in_root.sh openmpi5                 an Open MPI 5 program direct-launched by sparkrun
 #   in_root.sh deps                     scripts/deps's Debian 13 names resolve in the root
 # Exit 77 when there is no root or no build in it (the fixtures skipped: the reason is theirs).
@@ -9,7 +11,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${SPARK_BUILD_DIR:-build}
 [[ $build == /* ]] || build=$src/$build
 dir=$build/debian13
-what=${1:?usage: in_root.sh unit|integration|fault|openmpi5|deps}
+what=${1:?usage: in_root.sh unit|integration|fault|python|openmpi5|deps}
 in_root=("$src/scripts/in-debian13" --root "$build/debian13-root")
 if [[ $what == deps ]]; then
   # A release it does not know: it says so and installs nothing (exit 1).
@@ -25,7 +27,7 @@ fi
   { echo "SKIP: no Debian 13 build in $dir (scripts/debian13-build)"; exit 77; }
 
 case $what in
-  unit | integration | fault)
+  unit | integration | fault | python)
     # install: cmake --install needs every target, and this build has only the tests' ones.
     # --no-tests=error: a selection that matches nothing (a renamed label) fails, not passes.
     exec "${in_root[@]}" ctest --test-dir "$dir" -L "^$what\$" -E '^install\.|_NOT_BUILT$' \

@@ -1,5 +1,5 @@
 // Knob values from the environment (SPARK_* / SPARKNET_*, torchrun's variables; the knob
-// table in libspark/src/config/knobs.cpp). Input: records [knob index][length][value bytes],
+// table in config/src/knobs.cpp). Input: records [knob index][length][value bytes],
 // so the snapshot's cross checks (SPARK_RANK < SPARK_SIZE, ...) see several knobs at once.
 // A bad value must be a ConfigError naming the variable; a valid snapshot must answer every
 // accessor and print itself (--print-config) without throwing anything else.
@@ -8,8 +8,8 @@
 #include <map>
 #include <string>
 
-#include "config/config.hpp"
 #include "fuzz_seeds.hpp"
+#include "spark/config/config.hpp"
 #include "spark/error.hpp"
 
 namespace cfg = spark::config;

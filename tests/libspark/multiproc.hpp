@@ -25,7 +25,7 @@
 #include "../lib/free_port.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "comm/communicator_impl.hpp"
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 #include "spark/error.hpp"
 
 namespace spark::test {

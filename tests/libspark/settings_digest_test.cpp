@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "comm/settings_digest.hpp"
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 #include "spark/error.hpp"
 
 namespace spark {

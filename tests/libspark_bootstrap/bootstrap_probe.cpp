@@ -10,7 +10,7 @@
 #include <string>
 
 #include "bootstrap/bootstrap.hpp"
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <utility>
 
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 #include "spark/error.hpp"
 
 namespace {

@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "config/config.hpp"
 #include "forwarded_env.hpp"
+#include "spark/config/config.hpp"
 
 extern char** environ;  // NOLINT: POSIX
 

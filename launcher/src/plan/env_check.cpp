@@ -3,8 +3,8 @@
 #include <map>
 #include <string_view>
 
-#include "config/config.hpp"
 #include "log/log.hpp"
+#include "spark/config/config.hpp"
 #include "spark/error.hpp"
 
 namespace spark::launch {

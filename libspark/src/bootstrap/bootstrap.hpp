@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 #include "spark/store.hpp"
 
 namespace spark::bootstrap {

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "coll/cpu_isa.hpp"
 #include "coll/fold.hpp"
+#include "spark/protocol/cpu_isa.hpp"
 #include "spark/types.hpp"
 
 namespace spark::coll {

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "bootstrap/wire.hpp"
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 #include "spark/error.hpp"
 
 #ifndef SPARK_LIBRARY_VERSION

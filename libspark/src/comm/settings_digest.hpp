@@ -1,5 +1,5 @@
 // The settings every rank must share, compared at wire-up: each rank publishes its record (the
-// library version and the knob rows of scope job, config/knobs.cpp) with its first bootstrap
+// library version and the knob rows of scope job, config/src/knobs.cpp) with its first bootstrap
 // publish; after that fence every rank reads every record and reaches the same verdict, so a
 // difference fails every rank at once with one line naming the setting, its values and the
 // ranks, instead of a hang until a barrier timeout that blames an innocent rank.
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "config/options.hpp"
+#include "spark/config/options.hpp"
 
 namespace spark::settings_digest {
 

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 
 namespace spark::log {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 #include "spark/error.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 #include "transport/verbs/roce_choice.hpp"

@@ -1,7 +1,8 @@
-// The transports this libspark can use, one line each (Gloo: one factory per transport).
-// Wire-up (comm/wireup.cpp) creates, publishes and connects transports only through this table
-// and the Transport interface, and SPARK_TRANSPORT's choices and help text (config/knobs.cpp)
-// come from it: a new transport is its folder (a Transport and its make_<name>) and one line.
+// The transports this libspark can use (Gloo: one factory per transport), made from the list
+// in spark/protocol/transports.hpp. Wire-up (comm/wireup.cpp) creates, publishes and connects
+// transports only through this table and the Transport interface, and SPARK_TRANSPORT's
+// choices and help text (config/src/knobs.cpp) come from the same list: a new transport is its
+// folder (a Transport and its make_<name>) and one line there.
 #pragma once
 
 #include <memory>
@@ -10,14 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "spark/protocol/transports.hpp"  // SPARK_TRANSPORTS: the list, one line each
 #include "transport/transport.hpp"
-
-// X(name, node_local, doc): name is the SPARK_TRANSPORT word, the bootstrap key "spark.<name>"
-// and the factory transport::make_<name>; a node_local transport reaches only its node's ranks.
-#define SPARK_TRANSPORTS(X)                                          \
-  X(tcp, false, "TCP sockets, SPARK_TCP_LANES connections per peer") \
-  X(shm, true, "shared memory, for ranks of the same node")          \
-  X(roce, false, "RDMA WRITE over RoCE (ibverbs) on the SPARK_LANES / SPARK_IB_HCA devices")
 
 namespace spark::transport {
 

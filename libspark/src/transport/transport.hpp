@@ -50,7 +50,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/options.hpp"
+#include "spark/config/options.hpp"
 #include "spark/failure.hpp"
 
 namespace spark::bootstrap {

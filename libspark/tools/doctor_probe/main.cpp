@@ -42,7 +42,6 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/job_token.hpp"
-#include "config/config.hpp"
 #include "fabric/local_lanes.hpp"
 #include "fabric/probe_protocol.hpp"
 #include "fabric/rdma_lanes.hpp"
@@ -51,6 +50,7 @@
 #include "job_table.hpp"
 #include "log/log.hpp"
 #include "round_trips.hpp"
+#include "spark/config/config.hpp"
 #include "spark/error.hpp"
 #include "spark/protocol/number.hpp"
 

@@ -16,7 +16,6 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/job_token.hpp"
-#include "config/config.hpp"
 #include "fabric/fabric_file.hpp"
 #include "fabric/local_lanes.hpp"
 #include "fabric/probe_protocol.hpp"
@@ -24,6 +23,7 @@
 #include "fabric/roce_lanes.hpp"
 #include "log/log.hpp"
 #include "net/socket.hpp"
+#include "spark/config/config.hpp"
 #include "spark/error.hpp"
 
 namespace {

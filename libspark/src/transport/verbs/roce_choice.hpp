@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "bootstrap/bootstrap.hpp"
-#include "config/options.hpp"
 #include "fabric/roce_lanes.hpp"
+#include "spark/config/options.hpp"
 #include "transport/transport.hpp"
 
 namespace spark::transport {

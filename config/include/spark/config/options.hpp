@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "coll/cpu_isa.hpp"
+#include "spark/protocol/cpu_isa.hpp"
 
 namespace spark {
 

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/options.hpp"
+#include "spark/config/options.hpp"
 
 namespace spark::config {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 
 namespace {
 
@@ -74,7 +74,7 @@ std::string section(KnobOrigin origin) {
 std::string generate() {
   std::ostringstream out;
   out << "# Configuration: environment variables\n\n"
-         "<!-- GENERATED from libspark/src/config/knobs.cpp by spark_config_doc; do not edit.\n"
+         "<!-- GENERATED from config/src/knobs.cpp by spark_config_doc; do not edit.\n"
          "     Regenerate: cmake --build BUILD --target spark_config_doc_update -->\n\n"
          "libspark reads these variables once, when a communicator starts, into an immutable\n"
          "snapshot. Every value is parsed strictly: an empty value, trailing garbage, a negative\n"
@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
     current << file.rdbuf();
     if (!file || current.str() != text) {
       std::cerr << "spark_config_doc: " << argv[2]
-                << " is out of date with the knob table (libspark/src/config/knobs.cpp); "
+                << " is out of date with the knob table (config/src/knobs.cpp); "
                    "regenerate it: cmake --build BUILD --target spark_config_doc_update\n";
       return 1;
     }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 
 namespace spark::config {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 
 namespace spark::config {
 

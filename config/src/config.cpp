@@ -1,6 +1,6 @@
 // The Config snapshot: collects the knobs from a map or the environment, validates each value
 // and the relations between them, and answers typed getters.
-#include "config/config.hpp"
+#include "spark/config/config.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "config/messages.hpp"
+#include "messages.hpp"
 #include "spark/error.hpp"
 
 extern char** environ;  // NOLINT: POSIX

@@ -1,5 +1,6 @@
-// The instruction-set levels the folds are built for (coll/fold.hpp), and SPARK_MAX_CPU_ISA's
-// words: "auto" and the levels' names (config/knobs.cpp).
+// The instruction-set levels the folds are built for (libspark/src/coll/fold.hpp), and
+// SPARK_MAX_CPU_ISA's words: "auto" and the levels' names (config/src/knobs.cpp). Here because
+// both the knob table and the folds read it; the enum keeps the folds' namespace.
 #pragma once
 
 #include <optional>

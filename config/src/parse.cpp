@@ -2,8 +2,8 @@
 // would be accepted; "" never becomes 0 and "12x" never becomes 12.
 #include <fmt/format.h>
 
-#include "config/config.hpp"
-#include "config/messages.hpp"
+#include "messages.hpp"
+#include "spark/config/config.hpp"
 #include "spark/error.hpp"
 #include "spark/protocol/number.hpp"
 

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "coll/cpu_isa.hpp"
-#include "config/config.hpp"
-#include "transport/registry.hpp"
+#include "spark/config/config.hpp"
+#include "spark/protocol/cpu_isa.hpp"
+#include "spark/protocol/transports.hpp"
 
 namespace spark::config {
 namespace {

@@ -182,6 +182,44 @@ TEST(ControlMessages, SmallRoundTrips) {
   EXPECT_THROW((void)decode_done(encode(Done{300})), ProtocolError);
 }
 
+// The small messages' bytes, written out by hand from the protocol (integers big-endian,
+// strings as a u32 length and the bytes, nonces and MACs as their 32 bytes): the layouts are
+// one definition for both directions (messages.cpp), and these pin what goes on the wire.
+TEST(ControlMessages, SmallMessagesKeepTheirBytes) {
+  Nonce nonce;
+  nonce.fill(0xaa);
+  Mac mac;
+  mac.fill(0xbb);
+  const std::string n(32, '\xaa'), k(32, '\xbb');
+  using namespace std::string_literals;
+  EXPECT_EQ(encode(Challenge{nonce}), n);
+  EXPECT_EQ(encode(Hello{0x01020304, nonce, mac}), "\x01\x02\x03\x04"s + n + k);
+  EXPECT_EQ(encode(Welcome{mac}), k);
+  EXPECT_EQ(encode(Fence{0x0102030405060708, "ab"}),
+            "\x01\x02\x03\x04\x05\x06\x07\x08\0\0\0\x02"
+            "ab"s);
+  EXPECT_EQ(encode(Failed{7, "x"}), "\0\0\0\x07\0\0\0\x01x"s);
+  EXPECT_EQ(encode(Done{3}), "\0\0\0\x03"s);
+  EXPECT_EQ(encode(Abort{true, "r"}), "\x01\0\0\0\x01r"s);
+  EXPECT_EQ(encode(Abort{false, ""}), "\0\0\0\0\0"s);
+
+  const Hello h = decode_hello("\x01\x02\x03\x04"s + n + k);
+  EXPECT_EQ(h.node, 0x01020304u);
+  EXPECT_EQ(h.nonce, nonce);
+  EXPECT_EQ(h.mac, mac);
+  EXPECT_EQ(decode_challenge(n).nonce, nonce);
+  EXPECT_EQ(decode_welcome(k).mac, mac);
+  EXPECT_EQ(decode_fence("\0\0\0\0\0\0\0\x09\0\0\0\x01z"s).seq, 9u);
+  EXPECT_EQ(decode_done("\0\0\0\xff"s).code, 255);
+  // Each decoder takes exactly its layout: a byte short or a byte more is refused.
+  EXPECT_THROW((void)decode_challenge(n.substr(1)), ProtocolError);
+  EXPECT_THROW((void)decode_welcome(k + "x"), ProtocolError);
+  EXPECT_THROW((void)decode_hello("\x01\x02\x03\x04"s + n + k + "x"), ProtocolError);
+  EXPECT_THROW((void)decode_done("\0\0\0\x03\0"s), ProtocolError);
+  EXPECT_THROW((void)decode_abort("\x02\0\0\0\0"s), ProtocolError);  // flag 0 or 1 only
+  EXPECT_THROW((void)decode_failed("\0\0\0\x07\0\0\0\x02x"s), ProtocolError);
+}
+
 TEST(ControlAuth, MacsDependOnEverything) {
   const Secret s = random_secret();
   Secret other = s;

@@ -1,5 +1,9 @@
 #include "control/messages.hpp"
 
+#include <concepts>
+#include <tuple>
+#include <type_traits>
+
 namespace spark::launch::control {
 namespace {
 
@@ -11,16 +15,145 @@ int checked_int(std::uint32_t v, std::uint32_t max, const char* what) {
   return static_cast<int>(v);
 }
 
+// The small messages' layouts, each written once for both directions: `io` is a Put (encode)
+// or a Get (decode), and each of its calls writes or reads the next field. The checks a
+// decoder makes beyond the layout (exit code ranges) follow in decode_*.
+struct Put {
+  Writer w;
+  void u32(std::uint32_t v) { w.u32(v); }
+  void i32(std::int32_t v) { w.i32(v); }
+  void u64(std::uint64_t v) { w.u64(v); }
+  void flag(bool v, const char*) { w.u8(v ? 1 : 0); }
+  void bytes(const std::string& v, std::uint32_t) { w.bytes(v); }
+  template <class A>
+  void raw(const A& v) {
+    w.raw(as_bytes(v));
+  }
+};
+struct Get {
+  Reader r;
+  void u32(std::uint32_t& v) { v = r.u32(); }
+  void i32(std::int32_t& v) { v = r.i32(); }
+  void u64(std::uint64_t& v) { v = r.u64(); }
+  void flag(bool& v, const char* what) {
+    const std::uint8_t b = r.u8();
+    if (b > 1) throw ProtocolError(std::string("bad ") + what);
+    v = b == 1;
+  }
+  void bytes(std::string& v, std::uint32_t max) { v = r.bytes(max); }
+  template <class A>
+  void raw(A& v) {
+    v = from_bytes<A>(r.raw(std::tuple_size_v<A>));
+  }
+};
+
+// M is the message, const when encoding.
+template <class M, class T>
+concept Message = std::same_as<std::remove_const_t<M>, T>;
+
+template <class Io>
+void layout(Io& io, Message<Challenge> auto& m) {
+  io.raw(m.nonce);
+}
+template <class Io>
+void layout(Io& io, Message<Hello> auto& m) {
+  io.u32(m.node);
+  io.raw(m.nonce);
+  io.raw(m.mac);
+}
+template <class Io>
+void layout(Io& io, Message<Welcome> auto& m) {
+  io.raw(m.mac);
+}
+template <class Io>
+void layout(Io& io, Message<Fence> auto& m) {
+  io.u64(m.seq);
+  io.bytes(m.data, kMaxPayload);
+}
+template <class Io>
+void layout(Io& io, Message<Failed> auto& m) {
+  io.i32(m.code);
+  io.bytes(m.line, 64 * 1024);
+}
+template <class Io>
+void layout(Io& io, Message<Done> auto& m) {
+  io.i32(m.code);
+}
+template <class Io>
+void layout(Io& io, Message<Abort> auto& m) {
+  io.flag(m.now, "abort flag");
+  io.bytes(m.reason, 64 * 1024);
+}
+
+template <class M>
+std::string put(const M& m) {
+  Put io;
+  layout(io, m);
+  return io.w.take();
+}
+// The whole payload is the message: bytes left over are a ProtocolError.
+template <class M>
+M get(std::string_view payload) {
+  Get io{Reader(payload)};
+  M m;
+  layout(io, m);
+  io.r.finish();
+  return m;
+}
+
 }  // namespace
 
 std::string encode(const Challenge& m) {
-  return Writer().raw(as_bytes(m.nonce)).take();
+  return put(m);
 }
 std::string encode(const Hello& m) {
-  return Writer().u32(m.node).raw(as_bytes(m.nonce)).raw(as_bytes(m.mac)).take();
+  return put(m);
 }
 std::string encode(const Welcome& m) {
-  return Writer().raw(as_bytes(m.mac)).take();
+  return put(m);
+}
+std::string encode(const Fence& m) {
+  return put(m);
+}
+std::string encode(const Failed& m) {
+  return put(m);
+}
+std::string encode(const Done& m) {
+  return put(m);
+}
+std::string encode(const Abort& m) {
+  return put(m);
+}
+
+Challenge decode_challenge(std::string_view payload) {
+  return get<Challenge>(payload);
+}
+Hello decode_hello(std::string_view payload) {
+  return get<Hello>(payload);
+}
+Welcome decode_welcome(std::string_view payload) {
+  return get<Welcome>(payload);
+}
+Fence decode_fence(std::string_view payload) {
+  return get<Fence>(payload);
+}
+
+Failed decode_failed(std::string_view payload) {
+  Failed m = get<Failed>(payload);
+  if (m.code <= 0 || m.code > 255)
+    throw ProtocolError("failure with exit code " + std::to_string(m.code));
+  return m;
+}
+
+Done decode_done(std::string_view payload) {
+  Done m = get<Done>(payload);
+  if (m.code < 0 || m.code > 255)
+    throw ProtocolError("done with exit code " + std::to_string(m.code));
+  return m;
+}
+
+Abort decode_abort(std::string_view payload) {
+  return get<Abort>(payload);
 }
 
 std::string encode(const PlanMsg& m) {
@@ -43,45 +176,6 @@ std::string encode(const PlanMsg& m) {
   w.bytes(m.bind_to).bytes(m.map_by);
   w.bytes(m.working_dir);  // since protocol version 2
   return w.take();
-}
-
-std::string encode(const Fence& m) {
-  return Writer().u64(m.seq).bytes(m.data).take();
-}
-std::string encode(const Failed& m) {
-  return Writer().i32(m.code).bytes(m.line).take();
-}
-std::string encode(const Done& m) {
-  return Writer().i32(m.code).take();
-}
-std::string encode(const Abort& m) {
-  return Writer().u8(m.now ? 1 : 0).bytes(m.reason).take();
-}
-
-Challenge decode_challenge(std::string_view payload) {
-  Reader r(payload);
-  Challenge m;
-  m.nonce = from_bytes<Nonce>(r.raw(kNonceSize));
-  r.finish();
-  return m;
-}
-
-Hello decode_hello(std::string_view payload) {
-  Reader r(payload);
-  Hello m;
-  m.node = r.u32();
-  m.nonce = from_bytes<Nonce>(r.raw(kNonceSize));
-  m.mac = from_bytes<Mac>(r.raw(kMacSize));
-  r.finish();
-  return m;
-}
-
-Welcome decode_welcome(std::string_view payload) {
-  Reader r(payload);
-  Welcome m;
-  m.mac = from_bytes<Mac>(r.raw(kMacSize));
-  r.finish();
-  return m;
 }
 
 PlanMsg decode_plan(std::string_view payload) {
@@ -144,47 +238,6 @@ PlanMsg decode_plan(std::string_view payload) {
   m.bind_to = r.bytes(256);
   m.map_by = r.bytes(256);
   m.working_dir = r.bytes(4096);
-  r.finish();
-  return m;
-}
-
-Fence decode_fence(std::string_view payload) {
-  Reader r(payload);
-  Fence m;
-  m.seq = r.u64();
-  m.data = r.bytes();
-  r.finish();
-  return m;
-}
-
-Failed decode_failed(std::string_view payload) {
-  Reader r(payload);
-  Failed m;
-  m.code = r.i32();
-  m.line = r.bytes(64 * 1024);
-  r.finish();
-  if (m.code <= 0 || m.code > 255)
-    throw ProtocolError("failure with exit code " + std::to_string(m.code));
-  return m;
-}
-
-Done decode_done(std::string_view payload) {
-  Reader r(payload);
-  Done m;
-  m.code = r.i32();
-  r.finish();
-  if (m.code < 0 || m.code > 255)
-    throw ProtocolError("done with exit code " + std::to_string(m.code));
-  return m;
-}
-
-Abort decode_abort(std::string_view payload) {
-  Reader r(payload);
-  Abort m;
-  const std::uint8_t now = r.u8();
-  if (now > 1) throw ProtocolError("bad abort flag");
-  m.now = now == 1;
-  m.reason = r.bytes(64 * 1024);
   r.finish();
   return m;
 }

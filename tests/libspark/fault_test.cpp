@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -93,13 +94,39 @@ void expect_survivors_passed(const std::vector<int>& codes, int victim = 2) {
     EXPECT_EQ(codes[static_cast<std::size_t>(r)], r == victim ? 128 + SIGKILL : 0) << "rank " << r;
 }
 
+// Exit codes of a test whose every rank passed its checks.
+void expect_every_rank_passed(const std::vector<int>& codes) {
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+using RankBody = std::function<int(CommunicatorImpl&, int)>;
+
+// The set-up of the tests with a stopped peer: every rank passes a barrier, then rank `stopped`
+// stops itself (SIGSTOP), so the others' next wait on it is timed from there, and the others
+// run `body`. They end right after it (quick_exit: rank 0 would otherwise linger for the
+// stopped rank), and the harness then kills the stopped one (expect_survivors_passed).
+std::vector<int> run_with_stopped_rank(RankSpec spec, int stopped, const RankBody& body,
+                                       std::chrono::milliseconds limit) {
+  spec.quick_exit = true;
+  spec.stopped_ranks = {stopped};
+  return run_ranks(
+      spec,
+      [stopped, &body](CommunicatorImpl& comm, int rank) {
+        comm.barrier();
+        if (rank == stopped) {
+          ::raise(SIGSTOP);  // the harness kills it at the end
+          return 0;
+        }
+        return body(comm, rank);
+      },
+      limit);
+}
+
 class Fault : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Fault, KilledPeerFailsSurvivorsFast) {
-  RankSpec spec;
-  spec.size = 3;
-  spec.transport = GetParam();
-  spec.timeout_ms = 20000;  // far longer than the bound checked below
+  // A timeout far longer than the bound checked below.
+  const RankSpec spec{.size = 3, .transport = GetParam(), .timeout_ms = 20000};
   auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
     int errors = 0;
     std::vector<float> v(4096, 1.0f);
@@ -124,10 +151,7 @@ TEST_P(Fault, KilledPeerFailsSurvivorsFast) {
 // 1 MiB: on shm the single-copy allreduce (a healthy one first, then a peer dies), on the
 // network the two-phase one.
 TEST_P(Fault, KilledPeerFailsLargeAllreduce) {
-  RankSpec spec;
-  spec.size = 3;
-  spec.transport = GetParam();
-  spec.timeout_ms = 20000;
+  const RankSpec spec{.size = 3, .transport = GetParam(), .timeout_ms = 20000};
   auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int rank) {
     int errors = 0;
     std::vector<float> v(256 * 1024, 1.0f);
@@ -151,22 +175,11 @@ TEST_P(Fault, KilledPeerFailsLargeAllreduce) {
 }
 
 TEST_P(Fault, StoppedPeerTimesOutWithRecord) {
-  RankSpec spec;
-  spec.size = 3;
-  spec.transport = GetParam();
-  spec.timeout_ms = 300;
-  spec.quick_exit = true;
-  spec.stopped_ranks = {1};
   const std::string transport = GetParam();
-  auto codes = run_ranks(
-      spec,
-      [&](CommunicatorImpl& comm, int rank) {
+  auto codes = run_with_stopped_rank(
+      {.size = 3, .transport = transport, .timeout_ms = 300}, 1,
+      [&](CommunicatorImpl& comm, int) {
         int errors = 0;
-        comm.barrier();
-        if (rank == 1) {
-          ::raise(SIGSTOP);  // the harness kills it at the end
-          return 0;
-        }
         errors += expect_failure(comm, [&](const FailureRecord& r, long elapsed) {
           int errors = 0;
           RANK_CHECK(r.cause == FailureCause::timeout, "cause %d", static_cast<int>(r.cause));
@@ -209,21 +222,10 @@ void fill_mailbox(CommunicatorImpl& comm, int peer) {
 // at once (Transport::leave), and rank 0's record says rank 1 left, ~300 ms before its own
 // deadline (before: a timeout naming rank 1, which was itself waiting).
 TEST_P(Fault, RankThatFailsTellsItsPeersAtOnce) {
-  RankSpec spec;
-  spec.size = 3;
-  spec.transport = GetParam();
-  spec.timeout_ms = 1000;
-  spec.quick_exit = true;
-  spec.stopped_ranks = {2};
-  auto codes = run_ranks(
-      spec,
+  auto codes = run_with_stopped_rank(
+      {.size = 3, .transport = GetParam(), .timeout_ms = 1000}, 2,
       [](CommunicatorImpl& comm, int rank) {
         int errors = 0;
-        comm.barrier();
-        if (rank == 2) {
-          ::raise(SIGSTOP);
-          return 0;
-        }
         float x = 1.0f;
         const auto t0 = Clock::now();
         try {
@@ -259,21 +261,10 @@ TEST_P(Fault, RankThatFailsTellsItsPeersAtOnce) {
 // rank 2 and names it (before: rank 1 waited at rank 2 without sending, and rank 0 named rank
 // 1).
 TEST_P(Fault, OneShotFeedsTheOtherPeersFirst) {
-  RankSpec spec;
-  spec.size = 3;
-  spec.transport = GetParam();
-  spec.timeout_ms = 1000;
-  spec.quick_exit = true;
-  spec.stopped_ranks = {2};
-  auto codes = run_ranks(
-      spec,
+  auto codes = run_with_stopped_rank(
+      {.size = 3, .transport = GetParam(), .timeout_ms = 1000}, 2,
       [](CommunicatorImpl& comm, int rank) {
         int errors = 0;
-        comm.barrier();
-        if (rank == 2) {
-          ::raise(SIGSTOP);
-          return 0;
-        }
         if (rank == 1) fill_mailbox(comm, 2);
         RANK_CHECK(comm.can_post(rank == 1 ? 0 : 1) && (rank == 0) == comm.can_post(2),
                    "mailboxes: rank 1's at rank 2 should be full, every other one free");
@@ -293,21 +284,10 @@ TEST_P(Fault, OneShotFeedsTheOtherPeersFirst) {
 }
 
 TEST_P(Fault, SetTimeoutFromAnotherThreadAppliesMidWait) {
-  RankSpec spec;
-  spec.size = 2;
-  spec.transport = GetParam();
-  spec.timeout_ms = 30000;
-  spec.quick_exit = true;
-  spec.stopped_ranks = {1};
-  auto codes = run_ranks(
-      spec,
-      [](CommunicatorImpl& comm, int rank) {
+  auto codes = run_with_stopped_rank(
+      {.size = 2, .transport = GetParam(), .timeout_ms = 30000}, 1,
+      [](CommunicatorImpl& comm, int) {
         int errors = 0;
-        comm.barrier();
-        if (rank == 1) {
-          ::raise(SIGSTOP);
-          return 0;
-        }
         // The other thread also polls failure() while this one waits and then writes the
         // record: it sees nothing or the whole record (the tsan build checks the order).
         std::optional<FailureRecord> seen;
@@ -342,10 +322,7 @@ TEST_P(Fault, SetTimeoutFromAnotherThreadAppliesMidWait) {
 }
 
 TEST_P(Fault, MismatchedCallsAreNamed) {
-  RankSpec spec;
-  spec.size = 2;
-  spec.transport = GetParam();
-  spec.timeout_ms = 5000;
+  const RankSpec spec{.size = 2, .transport = GetParam(), .timeout_ms = 5000};
   auto codes = run_ranks(
       spec,
       [](CommunicatorImpl& comm, int rank) {
@@ -369,15 +346,11 @@ TEST_P(Fault, MismatchedCallsAreNamed) {
         return errors == 0 ? 0 : 1;
       },
       std::chrono::seconds(20));
-  EXPECT_EQ(codes[0], 0);
-  EXPECT_EQ(codes[1], 0);
+  expect_every_rank_passed(codes);
 }
 
 TEST_P(Fault, DifferentCollectivesOrRootsAreNamed) {
-  RankSpec spec;
-  spec.size = 3;
-  spec.transport = GetParam();
-  spec.timeout_ms = 5000;
+  const RankSpec spec{.size = 3, .transport = GetParam(), .timeout_ms = 5000};
   auto codes = run_ranks(
       spec,
       [](CommunicatorImpl& comm, int rank) {
@@ -399,7 +372,7 @@ TEST_P(Fault, DifferentCollectivesOrRootsAreNamed) {
         return errors == 0 ? 0 : 1;
       },
       std::chrono::seconds(30));
-  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  expect_every_rank_passed(codes);
 }
 
 // A rank that prepares for 2x the timeout (model loading, JIT) after init: barrier() first
@@ -407,10 +380,7 @@ TEST_P(Fault, DifferentCollectivesOrRootsAreNamed) {
 // naming the late rank.
 TEST_P(Fault, SkewedStartNeedsBarrier) {
   for (bool use_barrier : {true, false}) {
-    RankSpec spec;
-    spec.size = 3;
-    spec.transport = GetParam();
-    spec.timeout_ms = 300;
+    const RankSpec spec{.size = 3, .transport = GetParam(), .timeout_ms = 300};
     auto codes = run_ranks(
         spec,
         [&](CommunicatorImpl& comm, int rank) {
@@ -449,9 +419,7 @@ TEST_P(Fault, SkewedStartNeedsBarrier) {
 // short collectives first give the policy a history of fast waits, the worst case for it.
 // The last rank comes 2 s late after 200 fast allreduces; rank 0 must sleep through the wait.
 void late_peer_is_waited_for_asleep(const std::string& transport, int size) {
-  RankSpec spec;
-  spec.size = size;
-  spec.transport = transport;
+  const RankSpec spec{.size = size, .transport = transport};
   auto codes = run_ranks(
       spec,
       [size](CommunicatorImpl& comm, int rank) {
@@ -481,7 +449,7 @@ void late_peer_is_waited_for_asleep(const std::string& transport, int size) {
         return errors == 0 ? 0 : 1;
       },
       std::chrono::seconds(30));
-  for (int r = 0; r < size; ++r) EXPECT_EQ(codes[static_cast<std::size_t>(r)], 0) << "rank " << r;
+  expect_every_rank_passed(codes);
 }
 
 TEST_P(Fault, LatePeerIsWaitedForAsleep) {
@@ -499,18 +467,10 @@ TEST_P(Fault, TraceShowsTheWaitAndTheRecord) {
   char dir[] = "/tmp/spark_trace_testXXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string base = std::string(dir) + "/trace";
-  RankSpec spec;
-  spec.size = 2;
-  spec.transport = GetParam();
-  spec.timeout_ms = 300;
-  spec.quick_exit = true;
-  spec.stopped_ranks = {1};
-  spec.extra_env["SPARK_TRACE"] = base;
-  auto codes = run_ranks(
-      spec,
-      [](CommunicatorImpl& comm, int rank) {
-        comm.barrier();
-        if (rank == 1) ::raise(SIGSTOP);
+  auto codes = run_with_stopped_rank(
+      {.size = 2, .transport = GetParam(), .timeout_ms = 300, .extra_env = {{"SPARK_TRACE", base}}},
+      1,
+      [](CommunicatorImpl& comm, int) {
         std::vector<float> v(64, 1.0f);
         try {
           comm.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
@@ -545,10 +505,8 @@ INSTANTIATE_TEST_SUITE_P(Transports, Fault, ::testing::ValuesIn(test_transports(
 // survivor that was done with rank 2's buffers before it died may complete). Bounded: the
 // watcher kills rank 2 after 10 s at the latest; the copy takes milliseconds.
 TEST(FaultSingleCopy, PeerKilledMidCopy) {
-  RankSpec spec;
-  spec.size = 3;
-  spec.transport = "shm";
-  spec.timeout_ms = 20000;  // far longer than the bound checked below
+  // A timeout far longer than the bound checked below.
+  const RankSpec spec{.size = 3, .transport = "shm", .timeout_ms = 20000};
   auto codes = run_ranks(
       spec,
       [](CommunicatorImpl& comm, int rank) {
@@ -601,12 +559,8 @@ TEST(FaultSingleCopy, PeerKilledMidCopy) {
 // finish their chunks and then wait for its step 1: they fail after the timeout (not later:
 // a failed single copy does not wait for the peer its record names), naming rank 2.
 TEST(FaultSingleCopy, PeerStoppedMidCopyTimesOut) {
-  RankSpec spec;
-  spec.size = 3;
-  spec.transport = "shm";
-  spec.timeout_ms = 300;
-  spec.quick_exit = true;
-  spec.stopped_ranks = {2};
+  const RankSpec spec{
+      .size = 3, .transport = "shm", .timeout_ms = 300, .quick_exit = true, .stopped_ranks = {2}};
   auto codes = run_ranks(
       spec,
       [](CommunicatorImpl& comm, int rank) {
@@ -675,11 +629,7 @@ bool exits_within(pid_t pid, std::chrono::milliseconds within) {
 TEST(FaultSingleCopy, RankThatFailsInTheExchangeTellsItsPeers) {
   for (const bool unmap : {true, false}) {
     SCOPED_TRACE(unmap ? "rank 0 unmaps its buffers" : "rank 0 keeps its buffers");
-    RankSpec spec;
-    spec.size = 2;
-    spec.transport = "shm";
-    spec.timeout_ms = 300;
-    spec.quick_exit = true;
+    const RankSpec spec{.size = 2, .transport = "shm", .timeout_ms = 300, .quick_exit = true};
     auto codes = run_ranks(
         spec,
         [unmap](CommunicatorImpl& comm, int rank) {
@@ -752,7 +702,7 @@ TEST(FaultSingleCopy, RankThatFailsInTheExchangeTellsItsPeers) {
         },
         std::chrono::seconds(30));
     if (any_rank_skipped(codes)) GTEST_SKIP() << kNoCrossMemory;
-    for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+    expect_every_rank_passed(codes);
   }
 }
 

@@ -9,7 +9,8 @@
 #   SPARK_GPU_MIB=256                     buffer size of the bandwidth figure
 #   SPARK_GPU_ALLOW_SKIP=1                run even without a GPU (the tests then skip; CI check)
 #
-# Exit status: 0 when every gpu test passed, 1 on a failure, 2 when there is no GPU.
+# Exit status: 0 when every gpu test passed, 1 on a failure, 77 when there is no GPU (the
+# skip code of CTest and automake; one line says so, and nothing is built).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${SPARK_GPU_BUILD_DIR:-build-gpu}
@@ -18,13 +19,6 @@ mkdir -p "$build"
 report="$build/gpu-report.txt"
 : >"$report"
 say() { echo "gpu/run.sh: $*" | tee -a "$report"; }
-
-if [[ -z "${CUDACXX:-}" && -x /usr/local/cuda/bin/nvcc ]]; then export CUDACXX=/usr/local/cuda/bin/nvcc; fi
-if ! command -v "${CUDACXX:-nvcc}" >/dev/null; then
-  say "no CUDA toolkit (nvcc): install it under /usr/local/cuda"
-  exit 1
-fi
-say "$("${CUDACXX:-nvcc}" --version | tail -1)"
 
 gpu_cc=""
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
@@ -35,8 +29,15 @@ elif [[ "${SPARK_GPU_ALLOW_SKIP:-0}" == 1 ]]; then
   say "no GPU found (nvidia-smi -L failed); SPARK_GPU_ALLOW_SKIP=1: building and running anyway, the gpu tests will skip"
 else
   say "no GPU found (nvidia-smi -L failed): run this on a machine with an NVIDIA GPU and driver"
-  exit 2
+  exit 77
 fi
+
+if [[ -z "${CUDACXX:-}" && -x /usr/local/cuda/bin/nvcc ]]; then export CUDACXX=/usr/local/cuda/bin/nvcc; fi
+if ! command -v "${CUDACXX:-nvcc}" >/dev/null; then
+  say "no CUDA toolkit (nvcc): install it under /usr/local/cuda"
+  exit 1
+fi
+say "$("${CUDACXX:-nvcc}" --version | tail -1)"
 
 # The default architectures are sm_90 (H200) and sm_121 (GB10) + PTX; add this GPU's own.
 archs="90-real;121-real;121-virtual"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/communicator_impl.hpp"
+#include "cuda/control_link.hpp"
 #include "cuda/proxy.hpp"
 #include "spark/communicator.hpp"
 #include "spark/cuda.hpp"
@@ -22,10 +23,6 @@ namespace spark::cuda {
 namespace sk = spark::kernels;
 
 namespace {
-
-/// GPU waits give the proxy (which names the missing peer and lane exactly) this long past
-/// the timeout before they record and trap themselves.
-constexpr std::uint32_t kDeviceGraceMs = 2000;
 
 std::string cuda_text(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
@@ -81,18 +78,13 @@ class DeviceCommImpl {
         max_bytes_(max_bytes),
         mem_(sk::channel_layout(comm.size(), 1, max_bytes).total),
         host_(sk::make_channel(mem_.host(), comm.rank(), comm.size(), 1, max_bytes)),
-        device_(sk::make_channel(mem_.device(), comm.rank(), comm.size(), 1, max_bytes)) {
-    sk::init_control_block(host_.ctl, comm.rank(), comm.timeout_ms());
-    host_.ctl->grace_ms = kDeviceGraceMs;
-    host_.ctl->lane_count = 1;
-    std::strcpy(host_.ctl->lane_names[0], "host-proxy");
+        device_(sk::make_channel(mem_.device(), comm.rank(), comm.size(), 1, max_bytes)),
+        link_(internal::impl(comm), host_.ctl) {
     const cudaError_t e = sk::prepare_small_allreduce();
     if (e != cudaSuccess) {
       throw Error("loading the device allreduce kernels failed (" + cuda_text(e) +
                   "): was libspark built for this GPU? (CMAKE_CUDA_ARCHITECTURES)");
     }
-    // Communicator::set_timeout_ms writes the control block too (graphs see it).
-    internal::impl(comm_).add_timeout_mirror(&host_.ctl->timeout_ms);
     Communicator* c = &comm_;
     proxy_ = std::make_unique<Proxy>(
         host_,
@@ -105,8 +97,7 @@ class DeviceCommImpl {
   ~DeviceCommImpl() {
     // A kernel in flight needs the proxy and the channel: let it finish (or trap) first.
     cudaDeviceSynchronize();
-    proxy_.reset();
-    internal::impl(comm_).remove_timeout_mirror(&host_.ctl->timeout_ms);
+    proxy_.reset();  // then link_ unregisters the control block's timeout
   }
 
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
@@ -213,6 +204,9 @@ class DeviceCommImpl {
   std::size_t max_bytes_;
   PinnedMapped mem_;
   sk::Channel host_, device_;
+  /// The control block filled and registered (Communicator::set_timeout_ms writes its
+  /// timeout, so captured graphs see it): the same code the host tests check.
+  ControlBlockLink link_;
   std::unique_ptr<Proxy> proxy_;
   std::vector<Stream> pending_;  ///< streams with allreduces enqueued since synchronize()
 };

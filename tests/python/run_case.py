@@ -41,15 +41,20 @@ def fail(why):
 
 
 def need_torch():
-    if os.environ.get("SPARK_TEST_TORCH_BUILT") != "1":
-        print("SKIP: the torch backend is not built here (configure found no libtorch-dev / "
-              "python3-torch: install them and reconfigure)")
-        sys.exit(77)
+    """The torch backend's cases are registered only where it is built: it must import."""
     try:
         import torch  # noqa: F401
         from libspark import _c10d  # noqa: F401
     except ImportError as e:
         fail(f"the torch backend was built but does not import: {e}")
+
+
+def need_torch_module():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("SKIP: no torch in this interpreter (apt-get install python3-torch)")
+        sys.exit(77)
 
 
 def run(cmd, env=None, timeout=120):
@@ -87,6 +92,45 @@ def leftovers(marker):
     return [pid for pid in got if int(pid) != os.getpid()]
 
 
+def pip_route():
+    """docs/python.md's first route: pip install --no-build-isolation ./python in a venv with
+    the system's torch, then a 2-rank job with the venv's interpreter and nothing on
+    PYTHONPATH: the installed package and its backend must be the ones that run."""
+    src = os.environ["TEST_SOURCE_DIR"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    with tempfile.TemporaryDirectory() as tmp:
+        venv = os.path.join(tmp, "venv")
+        rc, out, _ = run([PY, "-m", "venv", "--system-site-packages", venv], timeout=120)
+        if rc != 0:
+            fail("python3 -m venv failed (Debian: apt-get install python3-venv)")
+        vpy = os.path.join(venv, "bin", "python")
+        # The same compile flags as the build folder's, so that ccache (CCACHE_DIR, when the
+        # caller set one) serves what was compiled there.
+        flags = "-O2 -g0 -DNDEBUG"
+        cmd = [vpy, "-m", "pip", "install", "--no-build-isolation", "--no-index", "-q",
+               "-C", "cmake.build-type=RelWithDebInfo",
+               "-C", f"cmake.define.CMAKE_CXX_FLAGS_RELWITHDEBINFO={flags}",
+               "-C", f"cmake.define.CMAKE_C_FLAGS_RELWITHDEBINFO={flags}",
+               "-C", "cmake.define.CMAKE_UNITY_BUILD=ON",
+               "-C", f"build-dir={tmp}/build", "-C", "cmake.define.SPARK_ENABLE_TORCH=ON",
+               os.path.join(src, "python")]
+        p = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=840)
+        print(f"$ {' '.join(cmd)} -> exit {p.returncode}\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+        if p.returncode != 0:
+            fail("pip install --no-build-isolation ./python failed")
+        p = subprocess.run([vpy, "-c", "import libspark, libspark.torch, torch; "
+                            "print(libspark.__file__); print(torch.__version__)"],
+                           env=env, cwd=tmp, capture_output=True, text=True, timeout=120)
+        print(p.stdout + p.stderr)
+        if p.returncode != 0 or not p.stdout.startswith(venv):
+            fail("the venv's python does not import the installed libspark from the venv")
+        job_env = dict(env, GLOO_SOCKET_IFNAME="lo")
+        p = subprocess.run([sparkrun, "-n", "2", vpy, os.path.join(HERE, "torch_ops.py")],
+                           env=job_env, cwd=tmp, capture_output=True, text=True, timeout=180)
+        print(p.stdout + p.stderr)
+        expect_ok(2, p.stdout + p.stderr, p.returncode)
+
+
 if case.startswith("collectives"):
     for n in (1, 2, 3):
         rc, out, _ = job(n, "collectives.py", timeout=300)
@@ -96,7 +140,7 @@ elif case == "bad_input":
                                              "SPARKNET_ROCE_TIMEOUT_MS": "2000"})
     expect_ok(2, out, rc)
 elif case == "store_init":
-    need_torch()
+    need_torch_module()
     code = (
         "import sys, datetime, numpy as np, torch.distributed as dist, libspark\n"
         "r, port = int(sys.argv[1]), int(sys.argv[2])\n"
@@ -116,7 +160,7 @@ elif case == "store_init":
 elif case == "store_settings_differ":
     # The store bootstrap (torch's TCPStore) gets the same settings check as PMIx: rank 1 alone
     # has SPARK_TCP_LANES=4; both ranks fail in seconds naming it, with either failure policy.
-    need_torch()
+    need_torch_module()
     code = (
         "import sys, time, datetime, torch.distributed as dist, libspark\n"
         "r, port = int(sys.argv[1]), int(sys.argv[2])\n"
@@ -206,6 +250,39 @@ elif case in ("torch_fault_stop", "torch_fault_kill"):
     if left:
         subprocess.run(["kill", "-9", *left])
         fail(f"ranks left running: {left}")
+elif case == "torch_backend_not_built":
+    import subprocess as sp
+    why = sp.run([PY, os.path.join(os.environ["TEST_SOURCE_DIR"], "python", "torch_paths.py")],
+                 capture_output=True, text=True)
+    version = re.search(r"^version=(.*)$", why.stdout, re.M)
+    print("SKIP: the torch backend is not built here: it needs torch >= 2.1 in "
+          f"{PY} (found: {version.group(1) if version else 'no torch'}); its cases run in the "
+          "Debian 13 root (debian13.python, label torch2)")
+    sys.exit(77)
+elif case == "torch2_collectives":
+    need_torch()
+    for n in (1, 2, 3):
+        rc, out, _ = job(n, "torch2_collectives.py", env={"GLOO_SOCKET_IFNAME": "lo"}, timeout=180)
+        expect_ok(n, out, rc)
+elif case == "torch2_mesh":
+    need_torch()
+    for n in (2, 3):
+        rc, out, _ = job(n, "torch2_mesh.py", env={"GLOO_SOCKET_IFNAME": "lo"})
+        expect_ok(n, out, rc)
+elif case == "torch2_async":
+    need_torch()
+    # torch's timeout= when SPARKNET_ROCE_TIMEOUT_MS is unset; the variable wins when set.
+    os.environ.pop("SPARKNET_ROCE_TIMEOUT_MS", None)
+    for extra, want in (({}, "10000"), ({"SPARKNET_ROCE_TIMEOUT_MS": "4000"}, "4000")):
+        rc, out, _ = job(2, "torch2_async.py", "overlap", env=dict(extra, EXPECT_TIMEOUT_MS=want))
+        expect_ok(2, out, rc)
+    rc, out, took = job(2, "torch2_async.py", "failure", env={"SPARK_ON_FAILURE": "raise"})
+    expect_ok(2, out, rc)
+    if "wait() raised: rank 0: allreduce seq" not in out:
+        fail("rank 0's wait() did not raise the record")
+elif case == "torch2_pip":
+    need_torch()
+    pip_route()
 elif case == "split":
     # Sub-communicators (split.py): semantics, then a stopped peer inside one ends the job with
     # a record naming the communicator, within its 500 ms timeout + margin; nothing left.

@@ -206,12 +206,14 @@ if n > 1:
     g = torch.Generator().manual_seed(1000 * left + 15)
     same(got, torch.randn((5,), generator=g), "send/recv", True)
 
-    for size in (5, 300_000):  # small, and past the transports' mailbox
+    for size in (5, 300_000):  # small, and past one shm slot (256 KiB)
         bufs = [torch.empty(size), torch.empty(size)]
-        ops = [dist.P2POp(dist.isend, data((size,), torch.float32, 16), right),
-               dist.P2POp(dist.isend, data((size,), torch.float32, 17), left),
-               dist.P2POp(dist.irecv, bufs[0], left),
-               dist.P2POp(dist.irecv, bufs[1], right)]
+        sends = [dist.P2POp(dist.isend, data((size,), torch.float32, 16), right),
+                 dist.P2POp(dist.isend, data((size,), torch.float32, 17), left)]
+        recvs = [dist.P2POp(dist.irecv, bufs[0], left), dist.P2POp(dist.irecv, bufs[1], right)]
+        # A group's operations run in call order and a send waits for room in the peer's
+        # mailbox (docs/python.md): past it, even ranks send first and odd ranks receive first.
+        ops = sends + recvs if rank % 2 == 0 or size == 5 else recvs + sends
         for w in dist.batch_isend_irecv(ops):
             w.wait()
         g = torch.Generator().manual_seed(1000 * left + 16)

@@ -98,7 +98,7 @@ if n > 1:
     expect(torch.equal(got, val(prv)), "send/recv")
 work = dist.all_reduce(torch.ones(3), async_op=True)
 work.wait()
-expect(work.is_completed() and work.is_success(), "async Work")
+expect(work.is_completed(), "async Work")
 fut = dist.all_reduce(torch.ones(3), async_op=True).get_future()
 expect(torch.equal(fut.wait()[0], torch.full((3,), float(n))), "Work future")
 dist.barrier()
@@ -107,7 +107,7 @@ try:
     dist.all_reduce(torch.ones(3, dtype=torch.int16))
     expect(False, "int16 accepted")
 except RuntimeError as e:
-    expect("not supported" in str(e), f"int16 message: {e}")
+    expect("backend spark: cannot reduce Short tensors" in str(e), f"int16 message: {e}")
 # new_group on a subset gets its own communicator
 sub = dist.new_group(list(range(n - 1))) if n > 1 else None
 if sub is not None and r < n - 1:

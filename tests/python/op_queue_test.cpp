@@ -1,0 +1,84 @@
+// The torch backend's ordered executor (python/src/op_queue.hpp), without torch: call order,
+// one operation at a time, a waiting caller running queued operations itself, async progress
+// on the thread, and a drain on destruction.
+#include "op_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace spark::python {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(OpQueue, RunsInCallOrderOneAtATime) {
+  OpQueue q;
+  std::vector<int> order;
+  std::atomic<int> running{0};
+  std::atomic<bool> overlapped{false};
+  OpQueue::Ticket last = 0;
+  for (int i = 0; i < 200; ++i) {
+    last = q.submit([&, i] {
+      if (running.fetch_add(1) != 0) overlapped = true;
+      order.push_back(i);
+      if (i % 50 == 0) std::this_thread::sleep_for(1ms);
+      running.fetch_sub(1);
+    });
+    if (i % 7 == 0) q.wait(last);  // the caller runs some, the thread others
+  }
+  q.wait(last);
+  ASSERT_EQ(order.size(), 200u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+  EXPECT_FALSE(overlapped);
+}
+
+TEST(OpQueue, ProgressesWithoutAWait) {
+  OpQueue q;
+  std::atomic<bool> ran{false};
+  const auto t = q.submit([&] { ran = true; });
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!q.done(t) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(ran) << "the progress thread did not run an operation nobody waited on";
+}
+
+TEST(OpQueue, WaitReturnsAtOnceForAnOperationThatRan) {
+  OpQueue q;
+  const auto t = q.submit([] {});
+  q.wait(t);
+  EXPECT_TRUE(q.done(t));
+  q.wait(t);  // again: no hang
+  EXPECT_EQ(q.last(), t);
+}
+
+TEST(OpQueue, AnOperationWaitsForTheOneBeforeIt) {
+  OpQueue q;
+  std::atomic<bool> release{false}, first_done{false}, second_saw_first{false};
+  q.submit([&] {
+    while (!release) std::this_thread::sleep_for(100us);
+    first_done = true;
+  });
+  const auto second = q.submit([&] { second_saw_first = first_done.load(); });
+  std::thread waiter([&] { q.wait(second); });
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(q.done(second));
+  release = true;
+  waiter.join();
+  EXPECT_TRUE(second_saw_first);
+}
+
+TEST(OpQueue, DestructionRunsWhatIsQueued) {
+  std::atomic<int> ran{0};
+  {
+    OpQueue q;
+    for (int i = 0; i < 50; ++i) q.submit([&] { ++ran; });
+  }
+  EXPECT_EQ(ran, 50);
+}
+
+}  // namespace
+}  // namespace spark::python

@@ -98,14 +98,16 @@ def pip_route():
     PYTHONPATH: the installed package and its backend must be the ones that run."""
     src = os.environ["TEST_SOURCE_DIR"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if os.path.isdir(os.environ.get("TEST_CCACHE_DIR", "")):  # scripts/debian13-build's cache
+        env["CCACHE_DIR"] = os.environ["TEST_CCACHE_DIR"]
     with tempfile.TemporaryDirectory() as tmp:
         venv = os.path.join(tmp, "venv")
         rc, out, _ = run([PY, "-m", "venv", "--system-site-packages", venv], timeout=120)
         if rc != 0:
             fail("python3 -m venv failed (Debian: apt-get install python3-venv)")
         vpy = os.path.join(venv, "bin", "python")
-        # The same compile flags as the build folder's, so that ccache (CCACHE_DIR, when the
-        # caller set one) serves what was compiled there.
+        # The same compile flags as scripts/debian13-build's, so that its ccache serves what
+        # was compiled there.
         flags = "-O2 -g0 -DNDEBUG"
         cmd = [vpy, "-m", "pip", "install", "--no-build-isolation", "--no-index", "-q",
                "-C", "cmake.build-type=RelWithDebInfo",

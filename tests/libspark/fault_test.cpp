@@ -101,15 +101,16 @@ void expect_every_rank_passed(const std::vector<int>& codes) {
 
 using RankBody = std::function<int(CommunicatorImpl&, int)>;
 
-// The set-up of the tests with a stopped peer: every rank passes a barrier, then rank `stopped`
-// stops itself (SIGSTOP), so the others' next wait on it is timed from there, and the others
-// run `body`. They end right after it (quick_exit: rank 0 would otherwise linger for the
-// stopped rank), and the harness then kills the stopped one (expect_survivors_passed).
-std::vector<int> run_with_stopped_rank(RankSpec spec, int stopped, const RankBody& body,
-                                       std::chrono::milliseconds limit) {
+// The tests with a stopped peer: every rank passes a barrier, then rank `stopped` stops itself
+// (SIGSTOP), so the others' next wait on it is timed from there, and the others run `body`,
+// which returns how many of its checks failed. They end right after it (quick_exit: rank 0
+// would otherwise linger for the stopped rank), the harness then kills the stopped one, and
+// every other rank must have passed.
+void expect_pass_with_stopped_rank(RankSpec spec, int stopped, const RankBody& body,
+                                   std::chrono::milliseconds limit) {
   spec.quick_exit = true;
   spec.stopped_ranks = {stopped};
-  return run_ranks(
+  const auto codes = run_ranks(
       spec,
       [stopped, &body](CommunicatorImpl& comm, int rank) {
         comm.barrier();
@@ -117,9 +118,10 @@ std::vector<int> run_with_stopped_rank(RankSpec spec, int stopped, const RankBod
           ::raise(SIGSTOP);  // the harness kills it at the end
           return 0;
         }
-        return body(comm, rank);
+        return body(comm, rank) == 0 ? 0 : 1;
       },
       limit);
+  expect_survivors_passed(codes, stopped);
 }
 
 class Fault : public ::testing::TestWithParam<std::string> {};
@@ -176,7 +178,7 @@ TEST_P(Fault, KilledPeerFailsLargeAllreduce) {
 
 TEST_P(Fault, StoppedPeerTimesOutWithRecord) {
   const std::string transport = GetParam();
-  auto codes = run_with_stopped_rank(
+  expect_pass_with_stopped_rank(
       {.size = 3, .transport = transport, .timeout_ms = 300}, 1,
       [&](CommunicatorImpl& comm, int) {
         int errors = 0;
@@ -201,10 +203,9 @@ TEST_P(Fault, StoppedPeerTimesOutWithRecord) {
           RANK_CHECK(r.time_unix_ns > 0, "no wall time");
           return errors;
         });
-        return errors == 0 ? 0 : 1;
+        return errors;
       },
       std::chrono::seconds(20));
-  expect_survivors_passed(codes, 1);  // rank 1: killed by the harness while stopped
 }
 
 // Fills this rank's mailbox at `peer` (stopped): the next message to it waits for a slot.
@@ -222,7 +223,7 @@ void fill_mailbox(CommunicatorImpl& comm, int peer) {
 // at once (Transport::leave), and rank 0's record says rank 1 left, ~300 ms before its own
 // deadline (before: a timeout naming rank 1, which was itself waiting).
 TEST_P(Fault, RankThatFailsTellsItsPeersAtOnce) {
-  auto codes = run_with_stopped_rank(
+  expect_pass_with_stopped_rank(
       {.size = 3, .transport = GetParam(), .timeout_ms = 1000}, 2,
       [](CommunicatorImpl& comm, int rank) {
         int errors = 0;
@@ -250,10 +251,9 @@ TEST_P(Fault, RankThatFailsTellsItsPeersAtOnce) {
                        "rank 0 should report rank 1 leaving before its own deadline: %s", e.what());
           }
         }
-        return errors == 0 ? 0 : 1;
+        return errors;
       },
       std::chrono::seconds(30));
-  expect_survivors_passed(codes);
 }
 
 // The one-shot allreduce feeds the peers it can before it waits for a slot at a stopped one:
@@ -261,7 +261,7 @@ TEST_P(Fault, RankThatFailsTellsItsPeersAtOnce) {
 // rank 2 and names it (before: rank 1 waited at rank 2 without sending, and rank 0 named rank
 // 1).
 TEST_P(Fault, OneShotFeedsTheOtherPeersFirst) {
-  auto codes = run_with_stopped_rank(
+  expect_pass_with_stopped_rank(
       {.size = 3, .transport = GetParam(), .timeout_ms = 1000}, 2,
       [](CommunicatorImpl& comm, int rank) {
         int errors = 0;
@@ -277,14 +277,13 @@ TEST_P(Fault, OneShotFeedsTheOtherPeersFirst) {
               return errors;
             },
             2);
-        return errors == 0 ? 0 : 1;
+        return errors;
       },
       std::chrono::seconds(30));
-  expect_survivors_passed(codes);
 }
 
 TEST_P(Fault, SetTimeoutFromAnotherThreadAppliesMidWait) {
-  auto codes = run_with_stopped_rank(
+  expect_pass_with_stopped_rank(
       {.size = 2, .transport = GetParam(), .timeout_ms = 30000}, 1,
       [](CommunicatorImpl& comm, int) {
         int errors = 0;
@@ -315,10 +314,9 @@ TEST_P(Fault, SetTimeoutFromAnotherThreadAppliesMidWait) {
               "failure() from another thread: cause %d timeout_ms %u peer %d",
               static_cast<int>(seen->cause), seen->timeout_ms, seen->peer);
         }
-        return errors == 0 ? 0 : 1;
+        return errors;
       },
       std::chrono::seconds(20));
-  EXPECT_EQ(codes[0], 0);
 }
 
 TEST_P(Fault, MismatchedCallsAreNamed) {
@@ -467,7 +465,7 @@ TEST_P(Fault, TraceShowsTheWaitAndTheRecord) {
   char dir[] = "/tmp/spark_trace_testXXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string base = std::string(dir) + "/trace";
-  auto codes = run_with_stopped_rank(
+  expect_pass_with_stopped_rank(
       {.size = 2, .transport = GetParam(), .timeout_ms = 300, .extra_env = {{"SPARK_TRACE", base}}},
       1,
       [](CommunicatorImpl& comm, int) {
@@ -480,7 +478,6 @@ TEST_P(Fault, TraceShowsTheWaitAndTheRecord) {
         return 1;
       },
       std::chrono::seconds(20));
-  EXPECT_EQ(codes[0], 0);
   std::FILE* f = std::fopen((base + ".rank0.json").c_str(), "r");
   ASSERT_NE(f, nullptr) << "no trace written by rank 0";
   std::string text;

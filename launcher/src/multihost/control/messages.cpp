@@ -86,14 +86,14 @@ void layout(Io& io, Message<Abort> auto& m) {
 }
 
 template <class M>
-std::string put(const M& m) {
+std::string encode_layout(const M& m) {
   Put io;
   layout(io, m);
   return io.w.take();
 }
 // The whole payload is the message: bytes left over are a ProtocolError.
 template <class M>
-M get(std::string_view payload) {
+M decode_layout(std::string_view payload) {
   Get io{Reader(payload)};
   M m;
   layout(io, m);
@@ -104,56 +104,56 @@ M get(std::string_view payload) {
 }  // namespace
 
 std::string encode(const Challenge& m) {
-  return put(m);
+  return encode_layout(m);
 }
 std::string encode(const Hello& m) {
-  return put(m);
+  return encode_layout(m);
 }
 std::string encode(const Welcome& m) {
-  return put(m);
+  return encode_layout(m);
 }
 std::string encode(const Fence& m) {
-  return put(m);
+  return encode_layout(m);
 }
 std::string encode(const Failed& m) {
-  return put(m);
+  return encode_layout(m);
 }
 std::string encode(const Done& m) {
-  return put(m);
+  return encode_layout(m);
 }
 std::string encode(const Abort& m) {
-  return put(m);
+  return encode_layout(m);
 }
 
 Challenge decode_challenge(std::string_view payload) {
-  return get<Challenge>(payload);
+  return decode_layout<Challenge>(payload);
 }
 Hello decode_hello(std::string_view payload) {
-  return get<Hello>(payload);
+  return decode_layout<Hello>(payload);
 }
 Welcome decode_welcome(std::string_view payload) {
-  return get<Welcome>(payload);
+  return decode_layout<Welcome>(payload);
 }
 Fence decode_fence(std::string_view payload) {
-  return get<Fence>(payload);
+  return decode_layout<Fence>(payload);
 }
 
 Failed decode_failed(std::string_view payload) {
-  Failed m = get<Failed>(payload);
+  Failed m = decode_layout<Failed>(payload);
   if (m.code <= 0 || m.code > 255)
     throw ProtocolError("failure with exit code " + std::to_string(m.code));
   return m;
 }
 
 Done decode_done(std::string_view payload) {
-  Done m = get<Done>(payload);
+  Done m = decode_layout<Done>(payload);
   if (m.code < 0 || m.code > 255)
     throw ProtocolError("done with exit code " + std::to_string(m.code));
   return m;
 }
 
 Abort decode_abort(std::string_view payload) {
-  return get<Abort>(payload);
+  return decode_layout<Abort>(payload);
 }
 
 std::string encode(const PlanMsg& m) {

@@ -145,6 +145,11 @@ const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
   return checked(ts[0]);
 }
 
+const c10::TypePtr& tensor_list_type() {
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  return type;
+}
+
 // A Work whose operation runs on the group's queue. wait() first runs what is queued when
 // the progress thread has not started it (a synchronous call), then waits as torch's Work does
 // (rethrowing the operation's error).
@@ -154,8 +159,7 @@ class SparkWork final : public c10d::Work {
             std::shared_ptr<OpQueue> queue)
       : Work(rank, type, title),
         outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))),
+        future_(c10::make_intrusive<c10::ivalue::Future>(tensor_list_type())),
         queue_(std::move(queue)) {}
 
   void set_ticket(OpQueue::Ticket t) noexcept { ticket_ = t; }

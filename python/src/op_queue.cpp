@@ -39,6 +39,7 @@ void OpQueue::run_front(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   running_ = false;
   finished_ = entry.ticket;
+  last_op_ = std::chrono::steady_clock::now();
   changed_.notify_all();
   // The thread may have gone to sleep while a waiter ran this one: work left, or a stop to see.
   if ((!pending_.empty() || stopping_) && thread_idle_) {
@@ -76,6 +77,10 @@ void OpQueue::progress() {
       continue;
     }
     if (stopping_ && pending_.empty() && !running_) return;
+    if (!stopping_ && std::chrono::steady_clock::now() - last_op_ < kBusyWindow) {
+      work_.wait_for(lock, kPoll);  // busy: submit does not wake us (see op_queue.hpp)
+      continue;
+    }
     thread_idle_ = true;
     work_.wait(lock);
   }

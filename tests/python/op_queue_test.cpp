@@ -46,6 +46,20 @@ TEST(OpQueue, ProgressesWithoutAWait) {
   EXPECT_TRUE(ran) << "the progress thread did not run an operation nobody waited on";
 }
 
+TEST(OpQueue, ProgressesWithoutAWaitWhileBusy) {
+  // After an operation the thread polls instead of sleeping until woken (op_queue.hpp): one
+  // submitted then, with no wake and no waiter, still starts within a poll.
+  OpQueue q;
+  q.wait(q.submit([] {}));
+  std::atomic<bool> ran{false};
+  const auto start = std::chrono::steady_clock::now();
+  const auto t = q.submit([&] { ran = true; });
+  while (!q.done(t) && std::chrono::steady_clock::now() - start < 5s)
+    std::this_thread::sleep_for(100us);
+  EXPECT_TRUE(ran);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 100 * OpQueue::kPoll + 100ms);
+}
+
 TEST(OpQueue, WaitReturnsAtOnceForAnOperationThatRan) {
   OpQueue q;
   const auto t = q.submit([] {});

@@ -5,7 +5,7 @@
 # rank of the job, and the server's own fence timeout never fires. The ranks bound both of
 # their waits on the server themselves: the job must end by itself, exit 1, with the reason.
 # And a rank stopped before it connects is named by sparkrun when the job fails; and a rank's
-# abort (PMIx_Abort) to a held server is bounded too.
+# abort (PMIx_Abort) to a held server is bounded too. sparkrun names the holder (held_server.cpp).
 #   held_pmix.sh SPARKRUN FAULT_STREAM
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -44,6 +44,11 @@ ended_by_itself() {
   grep -Eq -- "$pattern" "$out" || fail "$name: no line matches \"$pattern\""
   pkill -9 -f -- "$tag" 2>/dev/null
 }
+# names_holder NAME OUT: sparkrun said who held its server (the silent holder is a `sleep`).
+holder_line="^sparkrun: its PMIx server is held: it waits for a handshake from pid [0-9]+ \\(sleep\\), not a rank of this job"
+names_holder() {
+  grep -Eq -- "$holder_line" "$2" || fail "$1: sparkrun did not name the process that held its PMIx server"
+}
 # held_job NAME HOLD_AFTER START_AFTER PATTERN
 held_job() {
   local out=$work/$1.out start rc
@@ -52,6 +57,7 @@ held_job() {
     bash "$work/rank.sh" "$2" "$3" "$tag" "$prog" healthy 10 "$tag" >"$out" 2>&1
   rc=$?
   ended_by_itself "$1" "$out" "$rc" $(($(now_ms) - start)) "$4"
+  names_holder "$1" "$out"
 }
 # The holder first: every rank's handshake waits for the server.
 held_job handshake 0 1 "the PMIx server did not answer this rank's handshake within 5 s"
@@ -91,6 +97,7 @@ kill -STOP "$(cat "$W/pid.1")"
 wait "$sp"
 ended_by_itself abort "$out" $? $(($(now_ms) - start)) \
   "the PMIx server did not take the abort within 5000 ms"
+names_holder abort "$out"
 sleep 0.5
 [ -z "$(leftovers "$tag")" ] || fail "processes left: $(leftovers "$tag" | tr '\n' ' ')"
 [ -z "$(find "$work/tmp" -mindepth 1)" ] || fail "job directory entries left in TMPDIR"

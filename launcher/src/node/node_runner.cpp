@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "exit_rules.hpp"
+#include "held_server.hpp"
 #include "job_dir.hpp"
 #include "log/log.hpp"
 #include "net/socket.hpp"
@@ -219,10 +220,17 @@ void Runner::begin_abort() {
   abort_started_ = true;
   if (tracker_.failed()) g_failed_job_code = tracker_.exit_code();
   if (tracker_.failed()) {
+    std::vector<std::pair<int, pid_t>> running;
     for (const auto& r : ranks_) {
       if (!r.started || r.ended) continue;
+      running.emplace_back(r.rank, r.pid);
       if (auto note = stopped_note(r.rank, r.pid)) say(*note);
     }
+#ifdef SPARK_LAUNCH_HAVE_PMIX
+    // The ranks' records say only that the server did not answer; this says who held it.
+    if (pmix_)
+      if (auto note = held_server_note(running)) say(*note);
+#endif
   }
   // Multi-host: the node's first failure goes to the launcher, which stops the other nodes.
   if (spec_.link.failed && tracker_.failed())

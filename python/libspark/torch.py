@@ -18,8 +18,10 @@ init_process_group / new_group becomes the group's communication timeout; torch'
 (30 min, the value init_process_group uses when none is given) counts as none given, and
 libspark's default (10 s) applies.
 """
+import atexit as _atexit
 import datetime as _datetime
 import os as _os
+import weakref as _weakref
 
 import torch.distributed as _dist
 
@@ -51,9 +53,22 @@ def _timeout_ms(timeout):
     return min(ms, 2**32 - 1)
 
 
+_backends = _weakref.WeakSet()
+
+
 def _create(dist_opts, backend_opts=None):  # noqa: ARG001 - torch passes both
-    return _c10d.create_backend(dist_opts.store, dist_opts.group_rank, dist_opts.group_size,
-                                _timeout_ms(dist_opts.timeout))
+    backend = _c10d.create_backend(dist_opts.store, dist_opts.group_rank, dist_opts.group_size,
+                                   _timeout_ms(dist_opts.timeout))
+    _backends.add(backend)
+    return backend
+
+
+@_atexit.register
+def _drain_at_exit():
+    # Operations still queued at exit run now, while their futures' Python callbacks can still
+    # take the GIL (during interpreter finalization they cannot, and the process would abort).
+    for backend in list(_backends):
+        _c10d.drain(backend)
 
 
 if BACKEND not in _dist.Backend.backend_list:

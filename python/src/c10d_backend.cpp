@@ -140,6 +140,14 @@ void same_shape_dtype(const at::Tensor& a, const at::Tensor& b, const char* op) 
               b.numel(), " elements; they must match");
 }
 
+// The tensors' elements one after another (any shapes, 0-d too).
+at::Tensor flat_cat(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(ts.size());
+  for (const auto& t : ts) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
 const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
   TORCH_CHECK(ts.size() == 1, "backend spark: ", op, " takes one tensor per call, got ", ts.size());
   return checked(ts[0]);
@@ -164,14 +172,15 @@ class SparkWork final : public c10d::Work {
 
   void set_ticket(OpQueue::Ticket t) noexcept { ticket_ = t; }
 
-  // Called once, by whichever thread ran the operation.
+  // Called once, after the operation ran. The future first: once the Work says it is
+  // completed, its future's value is there.
   void complete(std::exception_ptr error) {
-    finish(error);
     if (error) {
       future_->setError(error);
     } else {
       future_->markCompleted(c10::IValue(outputs_));
     }
+    finish(error);
   }
 
   bool wait(std::chrono::milliseconds timeout) override {
@@ -194,13 +203,15 @@ class SparkBackend final : public c10d::Backend {
                std::uint32_t timeout_ms)
       : Backend(rank, size),
         comm_(spark::init(std::make_shared<TorchStore>(store), rank, size)),
-        queue_(std::make_shared<OpQueue>()) {
+        queue_(OpQueue::make()) {
     if (timeout_ms > 0) comm_.set_timeout_ms(timeout_ms);
   }
 
-  ~SparkBackend() override {
-    // The operations use comm_: every one runs before it goes. Their futures' callbacks may
-    // take the GIL, so it must not be held here.
+  ~SparkBackend() override { drain(); }
+
+  // Runs every operation submitted so far (they use comm_). Their futures' callbacks may take
+  // the GIL, so it must not be held here.
+  void drain() {
     if (Py_IsInitialized() && PyGILState_Check()) {
       py::gil_scoped_release nogil;
       queue_->wait(queue_->last());
@@ -322,7 +333,7 @@ class SparkBackend final : public c10d::Backend {
     auto r = reduction_of(opts.reduceOp, out);
     return enqueue(c10d::OpType::REDUCE_SCATTER, "spark:reduce_scatter", outputs,
                    [this, out, ins, r] {
-                     auto flat = at::cat(ins).contiguous();
+                     auto flat = flat_cat(ins);
                      scatter_reduced(flat, out, r);
                    });
   }
@@ -362,9 +373,11 @@ class SparkBackend final : public c10d::Backend {
                 "backend spark: all_to_all_single: input and output dtypes differ");
     const auto n = static_cast<std::size_t>(getSize());
     if (out_splits.empty() && in_splits.empty()) {
-      TORCH_CHECK(input.numel() == output.numel() && elements(input) % n == 0,
-                  "backend spark: all_to_all_single needs input and output of equal size, a "
-                  "multiple of the group size");
+      TORCH_CHECK(input.numel() == output.numel() && input.dim() > 0 && input.size(0) % n == 0 &&
+                      output.dim() > 0 && output.size(0) % n == 0,
+                  "backend spark: all_to_all_single without split sizes needs input and output "
+                  "of equal size whose dim 0 divides by the group size (",
+                  n, ")");
       return enqueue(c10d::OpType::ALLTOALL_BASE, "spark:all_to_all_single", {output},
                      [this, output, input, n] {
                        comm_.alltoall(input.data_ptr(), output.data_ptr(), byte_size(input) / n,
@@ -399,7 +412,7 @@ class SparkBackend final : public c10d::Backend {
     }
     return enqueue(
         c10d::OpType::ALLTOALL, "spark:all_to_all", outputs, [this, outputs, inputs, in, out] {
-          auto packed = at::cat(inputs).contiguous();
+          auto packed = flat_cat(inputs);
           auto received = at::empty({static_cast<std::int64_t>(out.total)},
                                     at::TensorOptions().dtype(at::kByte));
           comm_.alltoallv(packed.data_ptr(), in.counts.data(), in.displs.data(),
@@ -517,18 +530,22 @@ class SparkBackend final : public c10d::Backend {
                                          std::vector<at::Tensor> outputs, F op) {
     auto work = c10::make_intrusive<SparkWork>(getRank(), type, title, outputs, queue_);
     // The operation holds its Work (and, through its captures, its tensors) until it has run.
-    auto ticket = queue_->submit([work, op = std::move(op)]() mutable noexcept {
-      std::exception_ptr error;
-      try {
-        op();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      try {
-        work->complete(error);
-      } catch (...) {  // a future callback that threw: torch logs those itself
-      }
-    });
+    auto error = std::make_shared<std::exception_ptr>();
+    auto ticket = queue_->submit(
+        [error, op = std::move(op)]() mutable noexcept {
+          try {
+            op();
+          } catch (...) {
+            *error = std::current_exception();
+          }
+        },
+        // After the communicator is free again: then() callbacks may issue collectives.
+        [work, error]() noexcept {
+          try {
+            work->complete(*error);
+          } catch (...) {  // a future callback that threw: torch logs those itself
+          }
+        });
     work->set_ticket(ticket);
     return work;
   }
@@ -576,6 +593,10 @@ class SparkBackend final : public c10d::Backend {
                 " split sizes need one entry per rank, got ", splits.size());
     const auto rows = t.dim() == 0 ? 1 : t.size(0);
     const auto row_bytes = rows == 0 ? 0 : byte_size(t) / static_cast<std::size_t>(rows);
+    TORCH_CHECK(!splits.empty() || static_cast<std::size_t>(rows) % n == 0,
+                "backend spark: all_to_all_single: the ", what,
+                " has no split sizes and its dim 0 (", rows,
+                ") does not divide by the group size (", n, "); give ", what, "_split_sizes");
     Layout l;
     for (std::size_t p = 0; p < n; ++p) {
       TORCH_CHECK(splits.empty() || splits[p] >= 0, "backend spark: all_to_all_single: ", what,
@@ -633,6 +654,9 @@ PYBIND11_MODULE(_c10d, m) {
         spark_backend(b).comm().set_timeout_ms(ms);
       },
       py::arg("backend"), py::arg("ms"));
+  m.def(
+      "drain", [](const c10::intrusive_ptr<c10d::Backend>& b) { spark_backend(b).drain(); },
+      py::arg("backend"), "Runs every operation submitted so far (at exit: before finalization).");
   m.def(
       "timeout_ms",
       [](const c10::intrusive_ptr<c10d::Backend>& b) {

@@ -4,26 +4,43 @@
 
 namespace spark::python {
 
-OpQueue::OpQueue() : thread_([this] { progress(); }) {}
+std::shared_ptr<OpQueue> OpQueue::make() {
+  return std::shared_ptr<OpQueue>(new OpQueue, [](OpQueue* q) {
+    if (q->is_own_thread()) {
+      std::thread([q] { delete q; }).detach();
+    } else {
+      delete q;
+    }
+  });
+}
+
+OpQueue::OpQueue() {
+  for (auto& t : threads_) t = std::thread([this] { progress(); });
+}
 
 OpQueue::~OpQueue() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  work_.notify_one();
-  thread_.join();
+  work_.notify_all();
+  for (auto& t : threads_) t.join();
 }
 
-OpQueue::Ticket OpQueue::submit(Op op) {
+bool OpQueue::is_own_thread() const noexcept {
+  for (const auto& t : threads_)
+    if (t.get_id() == std::this_thread::get_id()) return true;
+  return false;
+}
+
+OpQueue::Ticket OpQueue::submit(Op run, Op complete) {
   bool wake = false;
   Ticket ticket = 0;
   {
     std::lock_guard lock(mutex_);
     ticket = ++submitted_;
-    pending_.push_back({ticket, std::move(op)});
-    wake = thread_idle_;
-    thread_idle_ = false;
+    pending_.push_back({ticket, std::move(run), std::move(complete)});
+    wake = polling_ == 0 && sleeping_ > 0;
   }
   if (wake) work_.notify_one();
   return ticket;
@@ -34,17 +51,21 @@ void OpQueue::run_front(std::unique_lock<std::mutex>& lock) {
   pending_.pop_front();
   running_ = true;
   lock.unlock();
-  entry.op();
-  entry.op = nullptr;  // the operation's captures (tensors) go before the next one starts
+  entry.run();
+  entry.run = nullptr;  // its captures (tensors) go before the next operation starts
   lock.lock();
   running_ = false;
   finished_ = entry.ticket;
   last_op_ = std::chrono::steady_clock::now();
   changed_.notify_all();
-  // The thread may have gone to sleep while a waiter ran this one: work left, or a stop to see.
-  if ((!pending_.empty() || stopping_) && thread_idle_) {
-    thread_idle_ = false;
-    work_.notify_one();
+  // This thread goes into the completion (callbacks that may wait on later operations): let
+  // another thread take what is queued; and a stop must be seen by a sleeping thread.
+  if ((!pending_.empty() || stopping_) && polling_ == 0 && sleeping_ > 0) work_.notify_one();
+  if (entry.complete) {
+    lock.unlock();
+    entry.complete();
+    entry.complete = nullptr;  // the Work's last reference may go here (make())
+    lock.lock();
   }
 }
 
@@ -76,13 +97,17 @@ void OpQueue::progress() {
       run_front(lock);
       continue;
     }
-    if (stopping_ && pending_.empty() && !running_) return;
-    if (!stopping_ && std::chrono::steady_clock::now() - last_op_ < kBusyWindow) {
-      work_.wait_for(lock, kPoll);  // busy: submit does not wake us (see op_queue.hpp)
-      continue;
+    if (stopping_ && pending_.empty()) return;
+    // One thread polls while the group is busy (see op_queue.hpp); the other sleeps.
+    if (!stopping_ && polling_ == 0 && std::chrono::steady_clock::now() - last_op_ < kBusyWindow) {
+      ++polling_;
+      work_.wait_for(lock, kPoll);
+      --polling_;
+    } else {
+      ++sleeping_;
+      work_.wait(lock);
+      --sleeping_;
     }
-    thread_idle_ = true;
-    work_.wait(lock);
   }
 }
 

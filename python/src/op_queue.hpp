@@ -3,16 +3,24 @@
 // torch hands every collective to the backend at call time and expects a Work back at once;
 // the operations of one communicator must run in call order (every rank calls them in the
 // same order) and never two at a time (a libspark Communicator is used by one thread at a
-// time). A progress thread runs them, so async_op=True overlaps them with the caller's work
-// (DDP's gradient buckets with the backward pass). A caller that waits on an operation the
-// thread has not started yet runs it, and everything queued before it, itself: a synchronous
+// time). Progress threads run them, so async_op=True overlaps them with the caller's work
+// (DDP's gradient buckets with the backward pass). A caller that waits on an operation no
+// thread has started yet runs it, and everything queued before it, itself: a synchronous
 // call then costs what the operation costs, not a hand-over to another thread and back.
+//
+// Each operation has two parts: `run` (the collective) holds the communicator; `complete`
+// (finishing the Work, completing its future, which runs the future's then() callbacks) runs
+// after the communicator is free again. A callback may issue another collective on the same
+// group and wait for its future (torch's PowerSGD and quantization DDP hooks do); its thread
+// is busy in the callback meanwhile, so a second progress thread runs that collective (as
+// gloo has two).
+//
 // Handing an operation to a sleeping thread costs a wake-up (a futex syscall, and a thread
 // that competes for a core): ~6 us per call on a 2-core machine, more than the collective at
-// 1 KiB. So while a group is busy the thread does not sleep for good between operations: it
-// looks for work every kPoll, and a submit does not wake it; an operation the caller does not
-// wait for starts within kPoll. After kBusyWindow without operations it sleeps until the next
-// submit wakes it.
+// 1 KiB. So while a group is busy one thread does not sleep for good between operations: it
+// looks for work every kPoll, and a submit does not wake anyone; an operation the caller does
+// not wait for starts within kPoll. After kBusyWindow without operations the threads sleep
+// until a submit wakes one.
 // Torch-free, so it is unit-tested without torch (tests/python/op_queue_test.cpp).
 #pragma once
 
@@ -21,6 +29,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -28,49 +37,61 @@ namespace spark::python {
 
 class OpQueue {
  public:
-  /// An operation reports its own outcome (a Work's finish, a future); it must not throw.
+  static constexpr std::chrono::microseconds kPoll{1000};
+  static constexpr std::chrono::milliseconds kBusyWindow{1000};
+  static constexpr int kThreads = 2;
+
+  /// An operation's parts report their own outcome (a Work's finish, a future); neither may
+  /// throw. `complete` may be empty.
   using Op = std::function<void()>;
   /// Operations are numbered from 1 in submission order.
   using Ticket = std::uint64_t;
 
-  static constexpr std::chrono::microseconds kPoll{1000};
-  static constexpr std::chrono::milliseconds kBusyWindow{1000};
+  /// The queue behind a shared_ptr whose last owner may be one of the queue's own threads (a
+  /// future callback that dropped the last Work of a destroyed group): it is then destroyed
+  /// on a thread of its own, since a thread cannot join itself.
+  static std::shared_ptr<OpQueue> make();
 
-  OpQueue();
-  /// Runs what is still queued, then joins the progress thread.
+  /// Runs what is still queued, then joins the progress threads. Not from one of them.
   ~OpQueue();
   OpQueue(const OpQueue&) = delete;
   OpQueue& operator=(const OpQueue&) = delete;
 
-  Ticket submit(Op op);
-  /// Returns once the operation `ticket` has run. Runs queued operations in this thread while
-  /// none is running, so that a wait right after submit does not wait for the thread to wake.
+  Ticket submit(Op run, Op complete = nullptr);
+  /// Returns once the operation `ticket` has run (its `complete` may still be running on
+  /// another thread). Runs queued operations in this thread while none is running, so that a
+  /// wait right after submit does not wait for a thread to wake.
   void wait(Ticket ticket);
   bool done(Ticket ticket) const;
   /// The ticket of the last operation submitted (0: none).
   Ticket last() const;
+  /// Whether the calling thread is one of this queue's progress threads.
+  bool is_own_thread() const noexcept;
 
  private:
+  OpQueue();
   struct Entry {
     Ticket ticket;
-    Op op;
+    Op run;
+    Op complete;
   };
-  // Pops the front and runs it with the lock released; the caller holds `lock` and sees
-  // running_ false and pending_ non-empty.
+  // Pops the front, runs it and then its completion with the lock released; the caller holds
+  // `lock` and sees running_ false and pending_ non-empty.
   void run_front(std::unique_lock<std::mutex>& lock);
   void progress();
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;  // an operation finished, or the queue was stopped
-  std::condition_variable work_;     // wakes the progress thread
+  std::condition_variable work_;     // wakes a progress thread
   std::deque<Entry> pending_;
   Ticket submitted_ = 0;
   Ticket finished_ = 0;  // every ticket <= finished_ has run (they run in order)
   bool running_ = false;
-  bool thread_idle_ = false;  // the progress thread sleeps on work_ until notified
+  int polling_ = 0;   // progress threads looking for work every kPoll (at most one)
+  int sleeping_ = 0;  // progress threads asleep until notified
   std::chrono::steady_clock::time_point last_op_{};  // when an operation last finished
   bool stopping_ = false;
-  std::thread thread_;
+  std::thread threads_[kThreads];
 };
 
 }  // namespace spark::python

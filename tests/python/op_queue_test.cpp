@@ -1,6 +1,7 @@
 // The torch backend's ordered executor (python/src/op_queue.hpp), without torch: call order,
 // one operation at a time, a waiting caller running queued operations itself, async progress
-// on the thread, and a drain on destruction.
+// on the threads, completions that wait on later operations, the last owner on a queue
+// thread, and a drain on destruction.
 #include "op_queue.hpp"
 
 #include <gtest/gtest.h>
@@ -16,7 +17,8 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(OpQueue, RunsInCallOrderOneAtATime) {
-  OpQueue q;
+  auto qp = OpQueue::make();
+  auto& q = *qp;
   std::vector<int> order;
   std::atomic<int> running{0};
   std::atomic<bool> overlapped{false};
@@ -37,7 +39,8 @@ TEST(OpQueue, RunsInCallOrderOneAtATime) {
 }
 
 TEST(OpQueue, ProgressesWithoutAWait) {
-  OpQueue q;
+  auto qp = OpQueue::make();
+  auto& q = *qp;
   std::atomic<bool> ran{false};
   const auto t = q.submit([&] { ran = true; });
   const auto deadline = std::chrono::steady_clock::now() + 5s;
@@ -49,7 +52,8 @@ TEST(OpQueue, ProgressesWithoutAWait) {
 TEST(OpQueue, ProgressesWithoutAWaitWhileBusy) {
   // After an operation the thread polls instead of sleeping until woken (op_queue.hpp): one
   // submitted then, with no wake and no waiter, still starts within a poll.
-  OpQueue q;
+  auto qp = OpQueue::make();
+  auto& q = *qp;
   q.wait(q.submit([] {}));
   std::atomic<bool> ran{false};
   const auto start = std::chrono::steady_clock::now();
@@ -61,7 +65,8 @@ TEST(OpQueue, ProgressesWithoutAWaitWhileBusy) {
 }
 
 TEST(OpQueue, WaitReturnsAtOnceForAnOperationThatRan) {
-  OpQueue q;
+  auto qp = OpQueue::make();
+  auto& q = *qp;
   const auto t = q.submit([] {});
   q.wait(t);
   EXPECT_TRUE(q.done(t));
@@ -70,7 +75,8 @@ TEST(OpQueue, WaitReturnsAtOnceForAnOperationThatRan) {
 }
 
 TEST(OpQueue, AnOperationWaitsForTheOneBeforeIt) {
-  OpQueue q;
+  auto qp = OpQueue::make();
+  auto& q = *qp;
   std::atomic<bool> release{false}, first_done{false}, second_saw_first{false};
   q.submit([&] {
     while (!release) std::this_thread::sleep_for(100us);
@@ -88,10 +94,52 @@ TEST(OpQueue, AnOperationWaitsForTheOneBeforeIt) {
 TEST(OpQueue, DestructionRunsWhatIsQueued) {
   std::atomic<int> ran{0};
   {
-    OpQueue q;
+    auto qp = OpQueue::make();
+    auto& q = *qp;
     for (int i = 0; i < 50; ++i) q.submit([&] { ++ran; });
   }
   EXPECT_EQ(ran, 50);
+}
+
+// torch's PowerSGD DDP hook: a future callback (an operation's completion) issues another
+// operation and waits for its future, which only a second thread can complete.
+TEST(OpQueue, ACompletionMayWaitForALaterOperation) {
+  auto q = OpQueue::make();
+  std::atomic<bool> second_completed{false}, first_saw_it{false};
+  const auto first =
+      q->submit([] {},
+                [&] {
+                  q->submit([] {}, [&] { second_completed = true; });
+                  const auto deadline = std::chrono::steady_clock::now() + 5s;
+                  while (!second_completed && std::chrono::steady_clock::now() < deadline)
+                    std::this_thread::sleep_for(100us);
+                  first_saw_it = second_completed.load();
+                });
+  q->wait(first);
+  const auto deadline = std::chrono::steady_clock::now() + 6s;
+  while (!first_saw_it && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(first_saw_it) << "the later operation never completed while a completion waited";
+}
+
+// A group destroyed while a callback holds its last Work: the queue's last owner goes on one
+// of its own threads, which cannot join itself (make() hands the destruction to another).
+TEST(OpQueue, LastOwnerOnAQueueThread) {
+  std::atomic<bool> completed{false};
+  {
+    auto q = OpQueue::make();
+    auto holder = std::make_shared<std::shared_ptr<OpQueue>>(q);
+    q->submit([] {},
+              [holder, &completed]() mutable {
+                holder->reset();  // the last owner, once `q` below is gone
+                completed = true;
+              });
+    q.reset();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!completed && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(completed);
 }
 
 }  // namespace

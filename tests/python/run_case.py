@@ -282,6 +282,11 @@ elif case == "torch2_async":
     expect_ok(2, out, rc)
     if "wait() raised: rank 0: allreduce seq" not in out:
         fail("rank 0's wait() did not raise the record")
+elif case == "torch2_hooks":
+    need_torch()
+    for n in (2, 3):
+        rc, out, _ = job(n, "torch2_hooks.py", env={"SPARKNET_ROCE_TIMEOUT_MS": "10000"}, timeout=120)
+        expect_ok(n, out, rc)
 elif case == "torch2_pip":
     need_torch()
     pip_route()

@@ -206,20 +206,28 @@ if n > 1:
     g = torch.Generator().manual_seed(1000 * left + 15)
     same(got, torch.randn((5,), generator=g), "send/recv", True)
 
-    for size in (5, 300_000):  # small, and past one shm slot (256 KiB)
-        bufs = [torch.empty(size), torch.empty(size)]
-        sends = [dist.P2POp(dist.isend, data((size,), torch.float32, 16), right),
-                 dist.P2POp(dist.isend, data((size,), torch.float32, 17), left)]
-        recvs = [dist.P2POp(dist.irecv, bufs[0], left), dist.P2POp(dist.irecv, bufs[1], right)]
-        # A group's operations run in call order and a send waits for room in the peer's
-        # mailbox (docs/python.md): past it, even ranks send first and odd ranks receive first.
-        ops = sends + recvs if rank % 2 == 0 or size == 5 else recvs + sends
-        for w in dist.batch_isend_irecv(ops):
-            w.wait()
-        g = torch.Generator().manual_seed(1000 * left + 16)
-        same(bufs[0], torch.randn((size,), generator=g), f"batch_isend_irecv {size} from left", True)
-        g = torch.Generator().manual_seed(1000 * right + 17)
-        same(bufs[1], torch.randn((size,), generator=g), f"batch_isend_irecv {size} from right", True)
+    # Both neighbours at once, small.
+    bufs = [torch.empty(5), torch.empty(5)]
+    ops = [dist.P2POp(dist.isend, data((5,), torch.float32, 16), right),
+           dist.P2POp(dist.isend, data((5,), torch.float32, 17), left),
+           dist.P2POp(dist.irecv, bufs[0], left), dist.P2POp(dist.irecv, bufs[1], right)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    g = torch.Generator().manual_seed(1000 * left + 16)
+    same(bufs[0], torch.randn((5,), generator=g), "batch_isend_irecv from left", True)
+    g = torch.Generator().manual_seed(1000 * right + 17)
+    same(bufs[1], torch.randn((5,), generator=g), "batch_isend_irecv from right", True)
+    # Around the ring, past a mailbox (2.4 MB > 2 MiB over shm): a group's operations run in
+    # call order and such a send waits for its receiver (docs/python.md), so as with blocking
+    # calls rank 0 sends first and the others receive first.
+    size = 600_000
+    got = torch.empty(size)
+    send = dist.P2POp(dist.isend, data((size,), torch.float32, 18), right)
+    recv = dist.P2POp(dist.irecv, got, left)
+    for w in dist.batch_isend_irecv([send, recv] if rank == 0 else [recv, send]):
+        w.wait()
+    g = torch.Generator().manual_seed(1000 * left + 18)
+    same(got, torch.randn((size,), generator=g), f"batch_isend_irecv {size} around the ring", True)
 
 # The coalesced forms.
 ts = [data((k + 3,), torch.float32, 18 + k) for k in range(3)]
@@ -234,6 +242,67 @@ cm.wait()
 for t in gs:
     dist.all_reduce(t, group=gloo)
 same(ts, gs, "all_reduce in _coalescing_manager", exact=n <= 2)
+
+# With a device, _coalescing_manager takes torch's coalesced fast paths (FSDP's).
+cpu = torch.device("cpu")
+ins = [data((2,), torch.float32, 30 + k) for k in range(2)]
+outs = [torch.empty(2 * n) for _ in range(2)]
+with dist._coalescing_manager(group=spark, device=cpu, async_ops=True) as cm:
+    for o, i in zip(outs, ins):
+        dist.all_gather_into_tensor(o, i, group=spark)
+cm.wait()
+for o, i in zip(outs, ins):
+    want = torch.empty(2 * n)
+    dist.all_gather_into_tensor(want, i, group=gloo)
+    same(o, want, "all_gather_into_tensor_coalesced", True)
+ins = [data((2 * n,), torch.float64, 32 + k) for k in range(2)]
+outs = [torch.empty(2, dtype=torch.float64) for _ in range(2)]
+with dist._coalescing_manager(group=spark, device=cpu, async_ops=True) as cm:
+    for o, i in zip(outs, ins):
+        dist.reduce_scatter_tensor(o, i, group=spark)
+cm.wait()
+for o, i in zip(outs, ins):
+    same(o, via_all_reduce(i.clone(), (2,)), "reduce_scatter_tensor_coalesced", exact=n <= 2)
+ts = [data((3,), torch.float32, 34 + k) for k in range(2)]
+gs = [t.clone() for t in ts]
+with dist._coalescing_manager(group=spark, device=cpu):
+    for t in ts:
+        dist.all_reduce(t, group=spark)
+for t in gs:
+    dist.all_reduce(t, group=gloo)
+same(ts, gs, "all_reduce coalesced on a device", exact=n <= 2)
+
+# PREMUL_SUM with a tensor factor; reduce with AVG and PREMUL_SUM (the root's result).
+t = data((5,), torch.float32, 36)
+s = t * 0.5
+dist.all_reduce(t, op=dist._make_nccl_premul_sum(torch.tensor(0.5)), group=spark)
+dist.all_reduce(s, group=gloo)
+same(t, s, "all_reduce PREMUL_SUM tensor factor", exact=False)
+for op, scale in ((dist.ReduceOp.AVG, 1.0 / n), (dist._make_nccl_premul_sum(2.0), 2.0)):
+    t = data((5,), torch.float64, 37)
+    s = t.clone()
+    dist.reduce(t, dst=0, op=op, group=spark)
+    dist.all_reduce(s, group=gloo)
+    if rank == 0:
+        same(t, s * scale if op == dist.ReduceOp.AVG else s * 2.0, f"reduce {op}", exact=False)
+
+# The list forms with 0-d tensors and shapes that differ beyond dim 0.
+outs = [torch.empty(()) for _ in range(n)]
+dist.all_to_all(outs, [torch.tensor(float(100 * rank + p)) for p in range(n)], group=spark)
+same(outs, [torch.tensor(float(100 * p + rank)) for p in range(n)], "all_to_all of 0-d tensors", True)
+out = torch.empty(2, 3)
+dist.reduce_scatter(out, [torch.full((2, 3) if p % 2 else (3, 2), float(rank + p)) for p in range(n)],
+                    group=spark)
+same(out, torch.full((2, 3), float(sum(r + rank for r in range(n)))), "reduce_scatter of other shapes", True)
+
+# all_to_all_single without split sizes needs dim 0 to divide by the group size.
+if n > 1:
+    try:
+        dist.all_to_all_single(torch.empty(n + 1, 2), torch.zeros(n + 1, 2), group=spark)
+        fail("all_to_all_single of an undividable dim 0 did not raise")
+    except (RuntimeError, ValueError) as e:
+        if "divide" not in str(e):
+            fail(f"all_to_all_single undividable: {e}")
 
 dist.barrier()
 dist.barrier(group=gloo)

@@ -203,6 +203,16 @@ pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t,
   return PMIX_SUCCESS;
 }
 
+// PMIx removes the files and folders that clients register for cleanup (PMIX_REGISTER_CLEANUP,
+// e.g. Open MPI 5's 16 MiB shared-memory segments in /dev/shm) when the client ends (or, for a
+// whole job's, when its namespace does: at a finalize, which sparkrun on one host skips),
+// without asking the host; but it refuses every job-control request, cleanup included, of a
+// host that has no job_control hook. What reaches this hook is everything else: not done here.
+pmix_status_t on_job_control(const pmix_proc_t*, const pmix_proc_t[], size_t, const pmix_info_t[],
+                             size_t, pmix_info_cbfunc_t, void*) {
+  return PMIX_ERR_NOT_SUPPORTED;
+}
+
 pmix_server_module_t make_module() {
   pmix_server_module_t m;
   std::memset(&m, 0, sizeof m);
@@ -210,6 +220,7 @@ pmix_server_module_t make_module() {
   m.client_finalized = on_finalized;
   m.abort = on_abort;
   m.fence_nb = on_fence;
+  m.job_control = on_job_control;
   return m;
 }
 

@@ -146,7 +146,12 @@ elif case == "store_init":
     code = (
         "import sys, datetime, numpy as np, torch.distributed as dist, libspark\n"
         "r, port = int(sys.argv[1]), int(sys.argv[2])\n"
-        "s = dist.TCPStore('127.0.0.1', port, 2, r == 0, datetime.timedelta(seconds=30))\n"
+        # use_libuv=False where torch has the argument (2.4+): a torch built without libuv
+        # (Debian's) refuses the default.
+        "try:\n"
+        "    s = dist.TCPStore('127.0.0.1', port, 2, r == 0, datetime.timedelta(seconds=30), use_libuv=False)\n"
+        "except TypeError:\n"
+        "    s = dist.TCPStore('127.0.0.1', port, 2, r == 0, datetime.timedelta(seconds=30))\n"
         "c = libspark.init(store=dist.PrefixStore('a', s), rank=r, size=2)\n"
         "d = libspark.init(store=dist.PrefixStore('b', s), rank=r, size=2)\n"
         "x = np.full(5, r + 1.0); c.allreduce(x); y = np.full(3, 2.0); d.allreduce(y)\n"
@@ -166,7 +171,12 @@ elif case == "store_settings_differ":
     code = (
         "import sys, time, datetime, torch.distributed as dist, libspark\n"
         "r, port = int(sys.argv[1]), int(sys.argv[2])\n"
-        "s = dist.TCPStore('127.0.0.1', port, 2, r == 0, datetime.timedelta(seconds=30))\n"
+        # use_libuv=False where torch has the argument (2.4+): a torch built without libuv
+        # (Debian's) refuses the default.
+        "try:\n"
+        "    s = dist.TCPStore('127.0.0.1', port, 2, r == 0, datetime.timedelta(seconds=30), use_libuv=False)\n"
+        "except TypeError:\n"
+        "    s = dist.TCPStore('127.0.0.1', port, 2, r == 0, datetime.timedelta(seconds=30))\n"
         "t0 = time.monotonic()\n"
         "try:\n"
         "    libspark.init(store=s, rank=r, size=2)\n"

@@ -85,6 +85,19 @@ def rank_torch(sizes):
     dist.destroy_process_group()
 
 
+def median_call_us(call, iters, warmup):
+    """Median time of one call() in microseconds, after `warmup` untimed calls."""
+    for _ in range(warmup):
+        call()
+    times = []
+    clock = time.perf_counter_ns
+    for _ in range(iters):
+        t0 = clock()
+        call()
+        times.append((clock() - t0) / 1000)
+    return statistics.median(times)
+
+
 def rank_numpy(nbytes, iters):
     import numpy as np
 
@@ -92,16 +105,9 @@ def rank_numpy(nbytes, iters):
 
     comm = libspark.init()
     x = np.ones(nbytes // 4, np.float32)
-    for _ in range(iters // 10 + 10):
-        comm.allreduce(x)
-    times = []
-    clock = time.perf_counter_ns
-    for _ in range(iters):
-        t0 = clock()
-        comm.allreduce(x)
-        times.append((clock() - t0) / 1000)
+    us = median_call_us(lambda: comm.allreduce(x), iters, iters // 10 + 10)
     if comm.rank == 0:
-        print(f"python median_us {statistics.median(times):.2f}", flush=True)
+        print(f"python median_us {us:.2f}", flush=True)
 
 
 def rank_torch_loop(nbytes, iters):
@@ -113,16 +119,9 @@ def rank_torch_loop(nbytes, iters):
 
     dist.init_process_group("spark")
     t = torch.ones(nbytes // 4, dtype=torch.float32)
-    for _ in range(iters // 10 + 10):
-        dist.all_reduce(t)
-    times = []
-    clock = time.perf_counter_ns
-    for _ in range(iters):
-        t0 = clock()
-        dist.all_reduce(t)
-        times.append((clock() - t0) / 1000)
+    us = median_call_us(lambda: dist.all_reduce(t), iters, iters // 10 + 10)
     if dist.get_rank() == 0:
-        print(f"torch median_us {statistics.median(times):.2f}", flush=True)
+        print(f"torch median_us {us:.2f}", flush=True)
     dist.destroy_process_group()
 
 
@@ -138,17 +137,9 @@ def one_rank_floor(iters):
     t = torch.ones(256)
     pg = dist.distributed_c10d._get_default_group()
     opts = dist.AllreduceOptions()
-    res = {}
-    for name, call in (("dist.all_reduce", lambda: dist.all_reduce(t)),
-                       ("ProcessGroup.allreduce().wait()", lambda: pg.allreduce([t], opts).wait())):
-        for _ in range(iters // 10 + 100):
-            call()
-        times = []
-        for _ in range(iters):
-            t0 = time.perf_counter_ns()
-            call()
-            times.append((time.perf_counter_ns() - t0) / 1000)
-        res[name] = statistics.median(times)
+    res = {name: median_call_us(call, iters, iters // 10 + 100) for name, call in (
+        ("dist.all_reduce", lambda: dist.all_reduce(t)),
+        ("ProcessGroup.allreduce().wait()", lambda: pg.allreduce([t], opts).wait()))}
     print("FLOOR " + json.dumps(res), flush=True)
     dist.destroy_process_group()
 

@@ -263,8 +263,7 @@ elif case in ("torch_fault_stop", "torch_fault_kill"):
         subprocess.run(["kill", "-9", *left])
         fail(f"ranks left running: {left}")
 elif case == "torch_backend_not_built":
-    import subprocess as sp
-    why = sp.run([PY, os.path.join(os.environ["TEST_SOURCE_DIR"], "python", "torch_paths.py")],
+    why = subprocess.run([PY, os.path.join(os.environ["TEST_SOURCE_DIR"], "python", "torch_paths.py")],
                  capture_output=True, text=True)
     version = re.search(r"^version=(.*)$", why.stdout, re.M)
     print("SKIP: the torch backend is not built here: it needs torch >= 2.1 in "

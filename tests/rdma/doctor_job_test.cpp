@@ -30,9 +30,9 @@ std::vector<RankLanes> triangle() {
 
 TEST(DoctorJob, RowsRoundTripThroughTheWireFormat) {
   std::vector<JobRow> rows = {
-      {"h0", 0, "lanes", "rxe0,rxe1", "-", Status::ok, "-", "RDMA (every active device)"},
-      {"h1", 3, "rdma write", "rxe0->rxe0", "rank 4 (h1)", Status::fail, "-", "no answer\tx"},
-      {"h1", -1, "reach", "-", "-", Status::info, "1.5 us", "relay"},
+      {"h0", 0, "lanes", "rxe0,rxe1", "-", Status::ok, -1, "RDMA (every active device)"},
+      {"h1", 3, "rdma write", "rxe0->rxe0", "rank 4 (h1)", Status::fail, -1, "no answer\tx"},
+      {"h1", -1, "reach", "-", "-", Status::info, 1.5, "relay"},
   };
   auto back = decode_rows(encode_rows(rows));
   ASSERT_EQ(back.size(), 3u);
@@ -132,7 +132,7 @@ TEST(DoctorJob, AFailedCableMeansRelayAndAnIsolatedRankFails) {
   rows = reach_rows(r, rank_map(r, {links[0]}));
   EXPECT_EQ(rows[1].status, Status::fail);
   EXPECT_NE(rows[1].detail.find("UNREACHABLE"), std::string::npos);
-  EXPECT_EQ(verdict(rows).exit_code(), 1);
+  EXPECT_EQ(verdict(rows).exit_code(), 2);
 }
 
 TEST(DoctorJob, TcpLanesFollowRdmaLanesInTheRouteTable) {
@@ -150,7 +150,7 @@ TEST(DoctorJob, TcpLanesFollowRdmaLanesInTheRouteTable) {
 
 TEST(DoctorJob, TableHasTheColumnsAndTheVerdict) {
   std::vector<JobRow> rows = {
-      {"h0", 0, "rdma write", "rxe0->rxe0", "rank 1 (h0)", Status::ok, "12.5 us", "median"},
+      {"h0", 0, "rdma write", "rxe0->rxe0", "rank 1 (h0)", Status::ok, 12.5, "median"},
   };
   auto t = render_job(rows);
   EXPECT_EQ(t.rfind("HOST  RANK  CHECK       LANE        PEER         RESULT  LATENCY  DETAIL", 0),
@@ -158,7 +158,7 @@ TEST(DoctorJob, TableHasTheColumnsAndTheVerdict) {
       << t;
   EXPECT_NE(t.find("all well"), std::string::npos);
   EXPECT_EQ(verdict(rows).exit_code(), 0);
-  rows.push_back({"h0", 0, "MTU", "rxe0", "-", Status::warn, "-", "1500"});
+  rows.push_back({"h0", 0, "MTU", "rxe0", "-", Status::warn, -1, "1500"});
   EXPECT_NE(render_job(rows).find("0 problem(s), 1 warning(s)"), std::string::npos);
   EXPECT_EQ(verdict(rows).exit_code(), 1);
   EXPECT_EQ(format_latency(12.34), "12.3 us");
@@ -176,7 +176,7 @@ TEST(DoctorJob, HostAndJobTablesShareTheVerdict) {
   const Verdict v = verdict(job);
   EXPECT_EQ(v.fails, 1);
   EXPECT_EQ(v.warns, 1);
-  EXPECT_EQ(v.exit_code(), 1);
+  EXPECT_EQ(v.exit_code(), 2);  // a FAIL row outweighs the WARN row
   EXPECT_EQ(v.line(), "sparkrun doctor: 1 problem(s), 1 warning(s)\n");
   EXPECT_EQ(verdict(host).line(), v.line());
   EXPECT_TRUE(render(host).ends_with(v.line()));

@@ -7,7 +7,7 @@
 # a control veth per namespace into a bridge in the root namespace where the launcher runs
 # (kept out of the data lanes by SPARK_DATA_NET). No RDMA here, so the round trips are tcp:
 # every cable must show an ok "tcp round trip" row, neighbours a direct reach row on their
-# cable, opposite nodes a relay row (0-2 via 1, 1-3 via 0), and the job exits 1 (no RDMA
+# cable, opposite nodes a relay row (0-2 via 1, 1-3 via 0), and the job exits 2 (no RDMA
 # device is a FAIL). Exit 77 (skip) without root/iproute2. Everything is removed on exit.
 set -u
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
@@ -35,7 +35,7 @@ t0=$(date +%s)
   -n $n --host "$hosts" -x "SPARK_DATA_NET=10.$s.0.0/17" --iters 4 >"$out/o" 2>&1
 rc=$?
 cat "$out/o"
-[ $rc -eq 1 ] || fail "exit $rc, expected 1 (no RDMA device here)"
+[ $rc -eq 2 ] || fail "exit $rc, expected 2 (no RDMA device here)"
 for i in $(seq 0 $((n - 1))); do expect "^$pfx$i +$i +lanes "; done
 [ "$(grep -c 'library  *PMIx' "$out/o")" -eq $n ] || fail "expected the host checks once per host"
 # Every cable: one ok tcp round trip from the lower rank, on the interfaces named after the peer.

@@ -46,7 +46,7 @@ TEST(Doctor, NoDeviceSaysSoPlainlyAndChecksTheRest) {
   f.devices.clear();
   f.no_device = "no RDMA device found: ibv_get_device_list failed: Function not implemented";
   auto rows = evaluate(f);
-  EXPECT_EQ(verdict(rows).exit_code(), 1);
+  EXPECT_EQ(verdict(rows).exit_code(), 2);
   const Row* r = find(rows, "rdma devices");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->status, Status::fail);
@@ -95,6 +95,6 @@ TEST(Doctor, BadEnvironmentIsReported) {
   HostFacts f = healthy();
   f.env_problems.push_back("SPARK_IB_GID_INDEX=\"\" is not a GID index");
   auto rows = evaluate(f);
-  EXPECT_EQ(verdict(rows).exit_code(), 1);
+  EXPECT_EQ(verdict(rows).exit_code(), 2);
   EXPECT_EQ(find(rows, "environment")->status, Status::fail);
 }

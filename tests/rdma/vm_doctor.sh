@@ -1,7 +1,7 @@
 # Runs inside the VM (vm_run.sh --lanes 2 --bin sparkrun --bin spark_doctor_probe): `sparkrun
 # doctor` across a job on Soft-RoCE (rxe0 on d0 10.50.0.1/24, rxe1 on d1 10.50.1.1/24, MTU
 # 9000). Every pair of ranks must show an RDMA WRITE round trip on both lanes and the job
-# must exit 0; a rank that never answers must turn into FAIL rows (and exit 1), not a hang;
+# must exit 0; a rank that never answers must turn into FAIL rows (and exit 2), not a hang;
 # an interface at MTU 1500 is a warning (exit 1) while RDMA still passes.
 set -u
 . /vm_lib.sh
@@ -22,12 +22,12 @@ doctor_all_well() {
   echo "$out" | grep -q "tcp round trip" && { echo "doctor -n $n: tcp rows although RDMA works"; return 1; }
   echo "$out" | grep -q "sparkrun doctor: all well" || { echo "doctor -n $n: no 'all well'"; return 1; }
 }
-# A rank that never answers: FAIL rows naming it on both lanes, exit 1, bounded time.
+# A rank that never answers: FAIL rows naming it on both lanes, exit 2, bounded time.
 doctor_silent_peer() {
   t0=$(date +%s)
   out=$(sparkrun doctor -n 2 -x SPARK_DOCTOR_TEST_SILENT_RANK=1 --probe-timeout-ms 2000 --iters 4 2>&1); rc=$?
   echo "$out"
-  [ $rc -eq 1 ] || { echo "silent peer: exit $rc, expected 1"; return 1; }
+  [ $rc -eq 2 ] || { echo "silent peer: exit $rc, expected 2"; return 1; }
   got=$(echo "$out" | grep -c "rdma write .*rank 1 .* FAIL .*no answer")
   [ "$got" -eq 2 ] || { echo "silent peer: $got FAIL rows, expected 2"; return 1; }
   echo "$out" | grep -q "reach .* FAIL .*UNREACHABLE" || { echo "silent peer: no UNREACHABLE row"; return 1; }

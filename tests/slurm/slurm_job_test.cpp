@@ -303,7 +303,7 @@ TEST_F(SparkrunInAllocation, SallocFailStopRecordIsPrintedBySparkrun) {
   if (std::string(SPARK_LIBSPARK_APP).empty()) GTEST_SKIP() << "libspark is not built";
   const Result r = sh(std::string("SPARKNET_ROCE_TIMEOUT_MS=1000 salloc -Q -n 3 ") +
                       SPARK_SPARKRUN + " " + SPARK_LIBSPARK_APP + " --stop-rank 2");
-  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_EQ(r.status, 2) << describe(r);
   const auto records = lines_with(r.err, "no data from rank 2");
   ASSERT_GE(records.size(), 1u) << describe(r);
   EXPECT_EQ(records.front().rfind("sparkrun: ", 0), 0u) << records.front();
@@ -313,7 +313,7 @@ TEST_F(SparkrunInAllocation, SallocAbortWhileOthersWaitInAFenceEndsTheJob) {
   // Ranks 0 and 2 sit in a PMIx fence that rank 1 never joins; its PMIx_Abort must end them.
   const Result r = sh(std::string("salloc -Q -n 3 ") + SPARK_SPARKRUN + " " + SPARK_PMIX_PROBE +
                       " --abort-rank 1");
-  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_EQ(r.status, 2) << describe(r);
   EXPECT_GE(lines_with(r.err, "sparkrun: rank 1").size(), 1u) << describe(r);
   EXPECT_EQ(lines_with(r.err, "rank 1: allreduce seq 1 step 0: no data from rank 2").size() > 0,
             true)
@@ -671,7 +671,7 @@ TEST_F(SparkrunMultiNode, SrunPmixWithoutSparkrunAcrossTwoNodes) {
 // --- sparkrun doctor inside a multi-node allocation --------------------------------------
 // No host options: the doctor's probe runs on every rank of the allocation (node daemons
 // through srun, as for a job). The namespaces have no RDMA: the host checks say so (FAIL),
-// the lanes are tcp and the round trips tcp echos; the exit status is 1 (docs/doctor.md).
+// the lanes are tcp and the round trips tcp echos; the exit status is 2 (docs/doctor.md).
 
 namespace {
 
@@ -698,9 +698,9 @@ class DoctorMultiNode : public SparkrunMultiNode {
     if (machine_has_rdma_devices())
       GTEST_SKIP() << "this machine has RDMA devices: the tcp-only table checked here differs";
   }
-  // Skips when the doctor cannot run its probe (not built): exit 127.
+  // Skips when the doctor cannot run its probe (not built): exit 3.
   void skip_without_probe(const Result& r) {
-    if (r.status == 127 && r.err.find("spark_doctor_probe") != std::string::npos)
+    if (r.status == 3 && r.err.find("spark_doctor_probe") != std::string::npos)
       GTEST_SKIP() << "spark_doctor_probe is not built: " << r.err;
   }
 };
@@ -710,7 +710,7 @@ TEST_F(DoctorMultiNode, NoHostOptionsProbeEveryRankOfTheAllocation) {
   const Result r = job("salloc -Q -p multi -N 2 -n 2 " + std::string(SPARK_SPARKRUN) + " doctor");
   skip_without_probe(r);
   if (IsSkipped()) return;
-  EXPECT_EQ(r.status, 1) << "no RDMA here: FAIL rows, exit 1: " << describe(r);
+  EXPECT_EQ(r.status, 2) << "no RDMA here: FAIL rows, exit 2: " << describe(r);
   EXPECT_EQ(lines_with(r.out, "sparkrun doctor: 2 rank(s), 1 link(s)").size(), 1u) << describe(r);
   // Host checks once per node, by its rank, each saying plainly that there is no RDMA.
   EXPECT_EQ(count_matching(r.out, "^sn1 +0 +rdma devices .* FAIL .*no RDMA device found"), 1u)
@@ -749,7 +749,7 @@ TEST_F(DoctorMultiNode, NoHostOptionsProbeEveryRankOfTheAllocation) {
   // --local inside the same kind of allocation: this host only, no job (no srun, no ranks).
   const Result l =
       job("salloc -Q -p multi -N 2 -n 2 " + std::string(SPARK_SPARKRUN) + " doctor --local");
-  EXPECT_EQ(l.status, 1) << describe(l);
+  EXPECT_EQ(l.status, 2) << describe(l);
   EXPECT_EQ(lines_with(l.out, "rank(s)").size(), 0u) << describe(l);
   EXPECT_EQ(count_matching(l.out, "^rdma devices .*FAIL .*no RDMA device found"), 1u)
       << describe(l);
@@ -765,7 +765,7 @@ TEST_F(DoctorMultiNode, SilentRankOnTheOtherNodeIsNamedAndTheTableIsBounded) {
           " doctor --iters 4 --probe-timeout-ms 500 -x SPARK_DOCTOR_TEST_SILENT_RANK=3");
   skip_without_probe(r);
   if (IsSkipped()) return;
-  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_EQ(r.status, 2) << describe(r);
   EXPECT_EQ(lines_with(r.out, "sparkrun doctor: 4 rank(s), 6 link(s)").size(), 1u) << describe(r);
   // Host checks from the first rank of each node only.
   EXPECT_EQ(count_matching(r.out, "^sn1 +0 +rdma devices "), 1u) << describe(r);

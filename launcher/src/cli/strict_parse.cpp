@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "spark/protocol/number.hpp"
@@ -22,6 +23,20 @@ int parse_int(std::string_view text, int min, int max, std::string_view what) {
   }
   throw UsageError(std::string(what) + ": " + std::string(text) + " is out of range (" +
                    std::to_string(min) + ".." + std::to_string(max) + ")");
+}
+
+double parse_number(std::string_view text, double min, double max, std::string_view what) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value, std::chars_format::fixed);
+  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value) || value < min ||
+      value > max) {
+    char range[64];
+    std::snprintf(range, sizeof range, "%g to %g", min, max);
+    throw UsageError(std::string(what) + ": '" + std::string(text) + "' is not a number from " +
+                     range);
+  }
+  return value;
 }
 
 double parse_seconds(std::string_view text, std::string_view what) {

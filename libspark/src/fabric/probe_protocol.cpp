@@ -45,17 +45,30 @@ std::string encode_ports(const std::vector<int>& ports) {
   return out;
 }
 
-std::vector<int> decode_ports(std::string_view text, std::string_view who) {
+namespace {
+
+std::vector<int> decode_numbers(std::string_view text, std::int64_t lo, std::int64_t hi,
+                                const char* what, std::string_view who) {
   std::vector<int> out;
   if (text.empty()) return out;
   for (auto item : split(text, ',')) {
     std::int64_t p = 0;
-    if (protocol::parse_integer(item, 1, 65535, p) != protocol::Integer::ok)
-      throw BootstrapError("malformed port list '" + std::string(text) + "' from " +
-                           std::string(who));
+    if (protocol::parse_integer(item, lo, hi, p) != protocol::Integer::ok)
+      throw BootstrapError("malformed " + std::string(what) + " list '" + std::string(text) +
+                           "' from " + std::string(who));
     out.push_back(static_cast<int>(p));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<int> decode_ports(std::string_view text, std::string_view who) {
+  return decode_numbers(text, 1, 65535, "port", who);
+}
+
+std::vector<int> decode_mtus(std::string_view text, std::string_view who) {
+  return decode_numbers(text, 0, 1 << 20, "MTU", who);
 }
 
 Nodes group_by_host(const std::vector<std::string>& host_of_rank) {

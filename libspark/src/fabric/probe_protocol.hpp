@@ -38,6 +38,9 @@ std::vector<Triple> decode_triples(std::string_view text);
 /// strict (each 1..65535); throws spark::BootstrapError naming `who` otherwise.
 std::string encode_ports(const std::vector<int>& ports);
 std::vector<int> decode_ports(std::string_view text, std::string_view who);
+/// The interface MTUs published with the tcp lanes, one per lane, in the same format (each
+/// 0..1048576, 0 = unknown).
+std::vector<int> decode_mtus(std::string_view text, std::string_view who);
 
 /// Step 1's grouping of ranks into nodes, in rank order.
 struct Nodes {

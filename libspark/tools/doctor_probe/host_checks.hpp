@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "spark/protocol/doctor_exit.hpp"
+
 namespace spark::doctor {
 
 struct DeviceFacts {
@@ -56,8 +58,13 @@ struct Verdict {
     return "sparkrun doctor: " + std::to_string(fails) + " problem(s), " + std::to_string(warns) +
            " warning(s)\n";
   }
-  /// 0 when no row is warn or fail, else 1.
-  int exit_code() const { return fails == 0 && warns == 0 ? 0 : 1; }
+  /// `sparkrun doctor`'s exit status: 0 all well, 1 warnings only, 2 a failure.
+  int exit_code() const {
+    namespace e = protocol::doctor_exit;
+    return fails > 0 ? e::failures : warns > 0 ? e::warnings : e::ok;
+  }
+  /// What the probe exits with for this verdict (protocol/doctor_exit.hpp).
+  int probe_status() const { return protocol::doctor_exit::probe_status(fails, warns); }
 };
 
 /// The verdict of any table whose rows have a `status` (Row, JobRow).

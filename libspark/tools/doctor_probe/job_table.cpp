@@ -1,6 +1,7 @@
 #include "job_table.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 
@@ -43,7 +44,8 @@ std::string encode_rows(const std::vector<JobRow>& rows) {
   for (const JobRow& r : rows) {
     out += clean(r.host) + kField + std::to_string(r.rank) + kField + clean(r.check) + kField +
            clean(r.lane) + kField + clean(r.peer) + kField + status_text(r.status) + kField +
-           clean(r.latency) + kField + clean(r.detail) + '\n';
+           (r.latency_us < 0 ? std::string("-") : std::to_string(r.latency_us)) + kField +
+           clean(r.detail) + '\n';
   }
   return out;
 }
@@ -74,7 +76,13 @@ std::vector<JobRow> decode_rows(const std::string& text) {
       r.status = Status::info;
     else
       throw Error("doctor: malformed result '" + std::string(f[5]) + "' in a result line");
-    r.latency = f[6];
+    if (f[6] != "-") {
+      double us = -1;
+      const auto end = f[6].data() + f[6].size();
+      if (std::from_chars(f[6].data(), end, us).ptr != end || us < 0)
+        throw Error("doctor: malformed latency '" + std::string(f[6]) + "' in a result line");
+      r.latency_us = us;
+    }
     r.detail = f[7];
     rows.push_back(std::move(r));
   }
@@ -230,7 +238,8 @@ std::string render_job(const std::vector<JobRow>& rows) {
   std::vector<std::vector<std::string>> cells;
   for (const JobRow& r : rows)
     cells.push_back({r.host, r.rank < 0 ? "-" : std::to_string(r.rank), r.check, r.lane, r.peer,
-                     status_text(r.status), r.latency, r.detail});
+                     status_text(r.status), r.latency_us < 0 ? "-" : format_latency(r.latency_us),
+                     r.detail});
   std::vector<std::size_t> w(head.size());
   for (std::size_t c = 0; c < head.size(); ++c) {
     w[c] = head[c].size();

@@ -22,7 +22,7 @@ struct JobRow {
   std::string lane = "-";
   std::string peer = "-";
   Status status = Status::ok;
-  std::string latency = "-";
+  double latency_us = -1;  ///< median round trip; < 0: none ("-")
   std::string detail;
   bool operator==(const JobRow&) const = default;
 };

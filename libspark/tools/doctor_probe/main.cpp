@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "bandwidth.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/job_token.hpp"
 #include "fabric/local_lanes.hpp"
@@ -49,6 +50,7 @@
 #include "host_checks.hpp"
 #include "job_table.hpp"
 #include "log/log.hpp"
+#include "report.hpp"
 #include "round_trips.hpp"
 #include "spark/config/config.hpp"
 #include "spark/error.hpp"
@@ -72,6 +74,10 @@ struct ProbeOptions {
   int timeout_ms = 3000;
   int iters = 16;
   bool host_checks = false;
+  bool json = false;
+  bool bandwidth = false;
+  int seconds = 2;
+  BandwidthLimits limits;
 };
 
 int parse_int(const std::string& v, int lo, int hi, const std::string& what) {
@@ -91,11 +97,19 @@ ProbeOptions parse_args(int argc, char** argv) {
   app.add_option("--sysfs", o.sysfs);
   app.add_option("--probe-timeout-ms", o.timeout_ms)->check(CLI::Range(10, 600000));
   app.add_option("--iters", o.iters)->check(CLI::Range(1, 100000));
+  app.add_flag("--json", o.json);
+  app.add_flag("--bandwidth", o.bandwidth);
+  app.add_option("--seconds", o.seconds)->check(CLI::Range(1, 600));
+  double link_gbps = 0;
+  auto* link = app.add_option("--link-gbps", link_gbps)->check(CLI::Range(0.001, 100000.0));
+  app.add_option("--warn-below", o.limits.warn_below)->check(CLI::Range(0.0, 100.0));
+  app.add_option("--fail-below", o.limits.fail_below)->check(CLI::Range(0.0, 100.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     throw ConfigError(e.what());
   }
+  if (link->count() > 0) o.limits.link_gbps = link_gbps;
   return o;
 }
 
@@ -127,7 +141,7 @@ RdmaSetup open_rdma(const ProbeOptions& o, const CommOptions& opts, const std::s
       names = spark::fabric::parse_rdma_devices(*v, var);
       s.source = var;
     } catch (const std::exception& e) {
-      rows.push_back({host, rank, "lanes", "-", "-", Status::fail, "-", e.what()});
+      rows.push_back({host, rank, "lanes", "-", "-", Status::fail, -1, e.what()});
       return s;
     }
     break;
@@ -153,7 +167,7 @@ RdmaSetup open_rdma(const ProbeOptions& o, const CommOptions& opts, const std::s
       s.published.push_back(l);
       s.lanes.push_back(std::move(lane));
     } catch (const std::exception& e) {
-      rows.push_back({host, rank, "lanes", name, "-", named ? Status::fail : Status::info, "-",
+      rows.push_back({host, rank, "lanes", name, "-", named ? Status::fail : Status::info, -1,
                       std::string(named ? "" : "not used: ") + e.what()});
     }
   }
@@ -187,6 +201,128 @@ std::string key_ep(int peer, int index) {
 int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap* boot,
           std::vector<JobRow>& rows);
 
+// Offset of the streams' hello numbers: a stream's hello never matches a round trip's.
+constexpr int kStreamHello = 1 << 20;
+
+std::string stream_lane(const std::vector<RankLanes>& ranks, const Stream& st) {
+  const auto& ra = ranks[static_cast<std::size_t>(st.a)];
+  const auto& rb = ranks[static_cast<std::size_t>(st.b)];
+  const std::string x = ra.tcp[static_cast<std::size_t>(st.la)].name;
+  const std::string y = rb.tcp[static_cast<std::size_t>(st.lb)].name;
+  return st.a_sends ? "tcp:" + x + "->" + y : "tcp:" + y + "->" + x;
+}
+
+// --bandwidth: this rank's part of every stream, in the global order, stream u within
+// [start + u x window, start + (u + 1) x window) (the round trips' scheme: no fence between
+// streams, a silent peer costs its window and no more).
+std::vector<StreamEnd> run_streams(const ProbeOptions& o, const std::vector<Stream>& streams,
+                                   const std::vector<RankLanes>& ranks,
+                                   const std::vector<fabric::Lane>& tcp_lanes,
+                                   const std::vector<net::Listener>& listeners,
+                                   const std::vector<std::vector<int>>& tcp_ports,
+                                   const net::hello::Token& token, int rank, int size,
+                                   std::chrono::steady_clock::time_point& window_end) {
+  const milliseconds seconds(1000LL * o.seconds);
+  const milliseconds window = seconds + milliseconds(1000);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<StreamEnd> ends;
+  for (std::size_t u = 0; u < streams.size(); ++u) {
+    const Stream& st = streams[u];
+    if (st.a != rank && st.b != rank) continue;
+    const auto deadline = start + window * static_cast<int>(u + 1);
+    const TripHello hello{token, size, st.a, st.b, kStreamHello + static_cast<int>(u)};
+    const bool initiator = st.a == rank;
+    const auto& mine = tcp_lanes[static_cast<std::size_t>(initiator ? st.la : st.lb)];
+    std::string why;
+    net::Fd fd;
+    if (initiator) {
+      const auto& to = ranks[static_cast<std::size_t>(st.b)].tcp[static_cast<std::size_t>(st.lb)];
+      fd = connect_with_hello(
+          mine, to.ipv4, tcp_ports[static_cast<std::size_t>(st.b)][static_cast<std::size_t>(st.lb)],
+          hello, deadline, why);
+    } else {
+      fd = accept_with_hello(listeners[static_cast<std::size_t>(st.lb)], hello, deadline, why);
+    }
+    const bool sending = initiator == st.a_sends;
+    StreamEnd e;
+    if (!fd) {
+      e.test = static_cast<int>(u);
+      e.sender = sending;
+      e.netdev = mine.name;
+      e.error = why;
+    } else if (sending) {
+      e = stream_send(fd.get(), static_cast<int>(u), o.sysfs, mine.name, seconds, deadline);
+    } else {
+      e = stream_receive(fd.get(), static_cast<int>(u), o.sysfs, mine.name, deadline);
+    }
+    ends.push_back(std::move(e));
+  }
+  window_end = start + window * static_cast<int>(streams.size());
+  return ends;
+}
+
+// Rank 0: every stream judged from its two ends (a missing end: that rank never reported it).
+std::vector<CableResult> judge_streams(const BandwidthLimits& limits,
+                                       const std::vector<Stream>& streams,
+                                       const std::vector<RankLanes>& ranks,
+                                       const std::vector<StreamEnd>& ends) {
+  std::vector<StreamEnd> tx(streams.size()), rx(streams.size());
+  for (std::size_t u = 0; u < streams.size(); ++u) {
+    tx[u].error = rx[u].error = "no report from this end";
+    tx[u].sender = true;
+  }
+  for (const StreamEnd& e : ends)
+    if (e.test >= 0 && static_cast<std::size_t>(e.test) < streams.size())
+      (e.sender ? tx : rx)[static_cast<std::size_t>(e.test)] = e;
+  double fastest = 0;
+  for (std::size_t u = 0; u < streams.size(); ++u)
+    if (tx[u].error.empty() && rx[u].error.empty() && rx[u].seconds > 0)
+      fastest = std::max(fastest, static_cast<double>(rx[u].payload) * 8 / rx[u].seconds / 1e9);
+  std::vector<CableResult> out;
+  for (std::size_t u = 0; u < streams.size(); ++u) {
+    const Stream& st = streams[u];
+    const int from = st.a_sends ? st.a : st.b, to = st.a_sends ? st.b : st.a;
+    out.push_back(judge_stream(rank_label(from, ranks[static_cast<std::size_t>(from)].host),
+                               rank_label(to, ranks[static_cast<std::size_t>(to)].host),
+                               stream_lane(ranks, st), tx[u], rx[u], limits, fastest));
+  }
+  return out;
+}
+
+// One "path MTU" row per cable (the first ranks of two hosts, a tcp lane pair on one subnet):
+// both ends' interface MTU; a mismatch fails naming both (a frame the larger end sends is
+// dropped by the smaller: RoCE shows it later as IBV_WC_RETRY_EXC_ERR, tcp as stalls).
+std::vector<JobRow> mtu_rows(const std::vector<Stream>& streams,
+                             const std::vector<RankLanes>& ranks,
+                             const std::vector<std::vector<int>>& mtus) {
+  std::vector<JobRow> rows;
+  for (const Stream& st : streams) {
+    if (!st.a_sends) continue;
+    const auto& ra = ranks[static_cast<std::size_t>(st.a)];
+    const auto& rb = ranks[static_cast<std::size_t>(st.b)];
+    const int ma = mtus[static_cast<std::size_t>(st.a)][static_cast<std::size_t>(st.la)];
+    const int mb = mtus[static_cast<std::size_t>(st.b)][static_cast<std::size_t>(st.lb)];
+    const std::string na = ra.tcp[static_cast<std::size_t>(st.la)].name;
+    const std::string nb = rb.tcp[static_cast<std::size_t>(st.lb)].name;
+    JobRow r{ra.host,    st.a, "path MTU", stream_lane(ranks, st), rank_label(st.b, rb.host),
+             Status::ok, -1,   ""};
+    if (ma == 0 || mb == 0) {
+      r.status = Status::info;
+      r.detail = "MTU unknown on " + (ma == 0 ? ra.host + " " + na : rb.host + " " + nb);
+    } else if (ma != mb) {
+      r.status = Status::fail;
+      r.detail = "MTU differs: " + ra.host + " " + na + " " + std::to_string(ma) + ", " + rb.host +
+                 " " + nb + " " + std::to_string(mb) + ": set both ends to the same value (ip " +
+                 "link set DEV mtu " + std::to_string(std::max(ma, mb)) + ")";
+    } else {
+      r.detail = std::to_string(ma) + " on both ends (" + ra.host + " " + na + ", " + rb.host +
+                 " " + nb + ")";
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
 // This rank's facts for the job's RoCE choice, as the wire-up publishes them; a value the job
 // would refuse is a FAIL row (and no lanes).
 fabric::RoceFacts roce_facts(const ProbeOptions& o, const config::Config& cfg,
@@ -196,7 +332,7 @@ fabric::RoceFacts roce_facts(const ProbeOptions& o, const config::Config& cfg,
                                     cfg.value("SPARK_DATA_NET").value_or(""),
                                     cfg.value("SPARK_LANES"), o.sysfs + "/class/infiniband");
   } catch (const std::exception& e) {
-    rows.push_back({host, rank, "roce lanes", "-", "-", Status::fail, "-", e.what()});
+    rows.push_back({host, rank, "roce lanes", "-", "-", Status::fail, -1, e.what()});
     return {};
   }
 }
@@ -217,7 +353,7 @@ std::vector<JobRow> roce_rows(const fabric::RoceJob& job, int size) {
       const auto choice = job.peer(a, b);
       rows.push_back({job.hosts[static_cast<std::size_t>(na)], a, "roce lanes", "-",
                       rank_label(b, job.hosts[static_cast<std::size_t>(nb)]),
-                      choice.kind == fabric::RocePeer::Kind::tcp ? Status::info : Status::ok, "-",
+                      choice.kind == fabric::RocePeer::Kind::tcp ? Status::info : Status::ok, -1,
                       job.describe(a, b, choice)});
     }
   return rows;
@@ -227,8 +363,16 @@ int run(int argc, char** argv) {
   const ProbeOptions o = parse_args(argc, argv);
   if (o.host_checks) {
     const auto rows = evaluate(gather(o.sysfs), o.expect_mtu);
-    std::cout << render(rows) << std::flush;
-    return verdict(rows).exit_code();
+    if (o.json) {
+      char name[256] = {};
+      ::gethostname(name, sizeof name - 1);
+      std::vector<JobRow> job;
+      for (const Row& r : rows) job.push_back(host_row(name, -1, r));
+      std::cout << json_report({"host", 0}, job, {}) << std::flush;
+    } else {
+      std::cout << render(rows) << std::flush;
+    }
+    return verdict(rows).probe_status();
   }
   const auto cfg = config::Config::from_environment();
   log::configure(cfg);
@@ -243,17 +387,20 @@ int run(int argc, char** argv) {
     // the reason as a FAIL row; the group abort ends every rank (never a hang).
     const std::string msg = "rank " + std::to_string(boot->rank()) + ": doctor: " + e.what();
     if (boot->rank() == 0) {
-      rows.push_back({boot->node_id(), 0, "job", "-", "-", Status::fail, "-", e.what()});
-      std::cout << render_job(rows) << std::flush;
+      rows.push_back({boot->node_id(), 0, "job", "-", "-", Status::fail, -1, e.what()});
+      std::cout << (o.json
+                        ? json_report({o.bandwidth ? "bandwidth" : "job", boot->size()}, rows, {})
+                        : render_job(rows))
+                << std::flush;
     } else if (dynamic_cast<const BootstrapError*>(&e) != nullptr) {
       // A fence timed out: the PMIx server times it out for every rank at once, and rank 0's
       // table must come out before another rank's abort stops the job (rank 0's abort ends
       // this rank; when rank 0 is the one that hangs, this abort ends the job 2 s later).
       std::this_thread::sleep_for(std::chrono::seconds(2));
     }
-    boot->abort(1, msg);
+    boot->abort(protocol::doctor_exit::probe_failures, msg);
   }
-  return 1;
+  return protocol::doctor_exit::probe_failures;
 }
 
 int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap* boot,
@@ -282,7 +429,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
                              net::PortRange{first_port, last_port});
     } catch (const std::exception& e) {  // e.g. an address still tentative: not a lane
       rows.push_back(
-          {host, rank, "lanes", "tcp:" + tcp_lanes[i].name, "-", Status::warn, "-", e.what()});
+          {host, rank, "lanes", "tcp:" + tcp_lanes[i].name, "-", Status::warn, -1, e.what()});
       tcp_lanes.erase(tcp_lanes.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
@@ -293,6 +440,9 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   boot->put("spark.doctor.rdma", as_bytes(fabric::encode_lanes(rdma.published)));
   boot->put("spark.doctor.tcp", as_bytes(fabric::encode_lanes(tcp_lanes)));
   boot->put("spark.doctor.ports", as_bytes(fabric::encode_ports(ports)));
+  std::vector<int> mtus;
+  for (const auto& l : tcp_lanes) mtus.push_back(netdev_mtu(o.sysfs, l.name));
+  boot->put("spark.doctor.mtu", as_bytes(fabric::encode_ports(mtus)));
   const auto facts = roce_facts(o, cfg, host, rank, rows);
   boot->put("spark.doctor.roce.lanes", as_bytes(facts.lanes));
   boot->put("spark.doctor.roce.prefer", as_bytes(facts.prefer));
@@ -303,6 +453,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
 
   std::vector<RankLanes> ranks(static_cast<std::size_t>(size));
   std::vector<std::vector<int>> tcp_ports(static_cast<std::size_t>(size));
+  std::vector<std::vector<int>> tcp_mtus(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {
     auto& rl = ranks[static_cast<std::size_t>(r)];
     rl.host = to_string(boot->get(r, "spark.doctor.host"));
@@ -310,6 +461,8 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
     rl.tcp = fabric::decode_lanes(to_string(boot->get(r, "spark.doctor.tcp")));
     tcp_ports[static_cast<std::size_t>(r)] =
         fabric::decode_ports(to_string(boot->get(r, "spark.doctor.ports")), rank_label(r, rl.host));
+    tcp_mtus[static_cast<std::size_t>(r)] =
+        fabric::decode_mtus(to_string(boot->get(r, "spark.doctor.mtu")), rank_label(r, rl.host));
   }
 
   // Host checks, once per host (its first rank).
@@ -326,7 +479,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
     rows.insert(rows.begin(), host_rows.begin(), host_rows.end());
   }
   rows.push_back({host, rank, "lanes", names(rdma.published, ""), "-",
-                  rdma.published.empty() ? Status::info : Status::ok, "-",
+                  rdma.published.empty() ? Status::info : Status::ok, -1,
                   rdma.published.empty()
                       ? "no RDMA lane: round trips run over tcp: " + describe_lanes(tcp_lanes)
                       : "RDMA (" + rdma.source + "): " + describe_lanes(rdma.published)});
@@ -410,7 +563,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
           if (rank == silent || err != setup_error.end()) {
             if (err != setup_error.end() && !shared_error.count(err->first))
               rows.push_back({host, rank, "rdma write", lane, rank_label(a, pr.host), Status::fail,
-                              "-", err->second});
+                              -1, err->second});
             continue;
           }
           if (l.kind == LinkKind::tcp)
@@ -442,7 +595,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
                    lane,
                    rank_label(peer, pr.host),
                    res.error.empty() ? Status::ok : Status::fail,
-                   res.error.empty() ? format_latency(res.median_us) : "-",
+                   res.error.empty() ? res.median_us : -1,
                    res.error};
         if (res.error.empty()) {
           row.detail = "median of " + std::to_string(res.done) + " round trips (min " +
@@ -454,19 +607,33 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
     }
   }
 
+  // Until the last window has closed (the slowest rank's last test), then the usual margin.
+  auto window_end = t0 + probe_timeout * (t + 1);
+  const auto streams = plan_streams(ranks);
+  std::vector<StreamEnd> stream_ends;
+  if (o.bandwidth && !streams.empty()) {
+    // Every round trip is done before the first stream, which would distort their timing.
+    boot->fence(fence_timeout + std::chrono::duration_cast<milliseconds>(
+                                    window_end - std::chrono::steady_clock::now()));
+    stream_ends = run_streams(o, streams, ranks, tcp_lanes, listeners, tcp_ports, token, rank, size,
+                              window_end);
+  }
   boot->put("spark.doctor.rows", as_bytes(encode_rows(rows)));
   boot->put("spark.doctor.passed", as_bytes(fabric::encode_triples(passed)));
+  boot->put("spark.doctor.streams", as_bytes(encode_stream_ends(stream_ends)));
   boot->commit();
-  // Until the last window has closed (the slowest rank's last test), then the usual margin.
   boot->fence(fence_timeout + std::chrono::duration_cast<milliseconds>(
-                                  t0 + probe_timeout * (t + 1) - std::chrono::steady_clock::now()));
+                                  window_end - std::chrono::steady_clock::now()));
   int code = 0;
   if (rank == 0) {
-    std::vector<JobRow> all;
+    std::vector<JobRow> all = mtu_rows(streams, ranks, tcp_mtus);
     std::set<std::tuple<int, int, int>> ok;
+    std::vector<StreamEnd> ends;
     for (int r = 0; r < size; ++r) {
       auto more = decode_rows(to_string(boot->get(r, "spark.doctor.rows")));
       all.insert(all.end(), more.begin(), more.end());
+      auto e = decode_stream_ends(to_string(boot->get(r, "spark.doctor.streams")));
+      ends.insert(ends.end(), e.begin(), e.end());
       for (const auto& [a, b, idx] :
            fabric::decode_triples(to_string(boot->get(r, "spark.doctor.passed"))))
         ok.insert({a, b, idx});
@@ -487,19 +654,39 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
       all.insert(all.end(), roce.begin(), roce.end());
     }
     // Sections: host checks, lanes, round trips, reach (stable within each).
+    std::vector<CableResult> cables;
+    if (o.bandwidth) {
+      cables = judge_streams(o.limits, streams, ranks, ends);
+      if (streams.empty())
+        all.push_back({host, 0, "bandwidth", "-", "-", Status::info, -1,
+                       "no cable to qualify: every rank is on one host, or no two hosts share a "
+                       "subnet"});
+      for (std::size_t i = 0; i < cables.size(); ++i) {
+        const int from = streams[i].a_sends ? streams[i].a : streams[i].b;
+        all.push_back(cable_row(ranks[static_cast<std::size_t>(from)].host, from, cables[i]));
+      }
+    }
     auto section = [](const JobRow& r) {
       if (r.check == "lanes") return 1;
-      if (r.check == "rdma write" || r.check == "tcp round trip") return 2;
+      if (r.check == "rdma write" || r.check == "tcp round trip" || r.check == "path MTU") return 2;
       if (r.check == "reach" || r.check == "roce lanes") return 3;
+      if (r.check == "bandwidth") return 4;
       return 0;
     };
     std::stable_sort(all.begin(), all.end(),
                      [&](const JobRow& x, const JobRow& y) { return section(x) < section(y); });
-    std::cout << "sparkrun doctor: " << size << " rank(s), " << links.size() << " link(s)"
-              << (links.empty() ? "" : ", round trips of " + std::to_string(o.iters) + " x 8 bytes")
-              << "\n"
-              << render_job(all) << std::flush;
-    code = verdict(all).exit_code();
+    if (o.json) {
+      std::cout << json_report({o.bandwidth ? "bandwidth" : "job", size}, all, cables);
+    } else {
+      std::cout << "sparkrun doctor: " << size << " rank(s), " << links.size() << " link(s)"
+                << (links.empty() ? ""
+                                  : ", round trips of " + std::to_string(o.iters) + " x 8 bytes")
+                << (o.bandwidth ? ", streams of " + std::to_string(o.seconds) + " s each way" : "")
+                << "\n"
+                << cable_summary(cables) << render_job(all);
+    }
+    std::cout << std::flush;
+    code = verdict(all).probe_status();
   }
   boot->fence(fence_timeout);  // rank 0 has read everything before anyone leaves
   return code;
@@ -510,11 +697,8 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
-  } catch (const ConfigError& e) {
+  } catch (const std::exception& e) {  // before any check ran (options, the bootstrap)
     std::cerr << "spark_doctor_probe: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "spark_doctor_probe: " << e.what() << "\n";
-    return 1;
+    return spark::protocol::doctor_exit::could_not_run;
   }
 }

@@ -79,6 +79,31 @@ void summarise(TripResult& r, std::vector<double> s) {
   r.median_us = s[s.size() / 2];
 }
 
+net::Fd connect_with_hello(const fabric::Lane& from, std::uint32_t ipv4, int port,
+                           const TripHello& hello, Clock::time_point deadline, std::string& why) {
+  // No fence between tests: the responder may still be in its previous test on this lane,
+  // which drops this hello (not the test it is in) by closing the connection. Closed before
+  // the window ends: ask again shortly, until the responder gets to this test.
+  for (;;) {
+    why.clear();
+    net::Fd s = net::connect_within(
+        from.ipv4, ipv4, port,
+        std::max(std::chrono::milliseconds(1), std::chrono::milliseconds(ms_left(deadline))), &why);
+    if (!s) return s;
+    int one = 1;
+    ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    why = net::hello::ask(s.get(),
+                          {net::hello::Kind::probe, hello.initiator, hello.index, hello.responder},
+                          hello.token, hello.size, deadline);
+    if (why.empty()) return s;
+    char peek = 0;
+    const ssize_t k = ::recv(s.get(), &peek, 1, MSG_PEEK | MSG_DONTWAIT);
+    const bool dropped = k == 0 || (k < 0 && errno == ECONNRESET);
+    if (!dropped || ms_left(deadline) <= kAskAgainMs) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(kAskAgainMs));
+  }
+}
+
 TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, int iters,
                         const TripHello& hello, std::chrono::milliseconds timeout,
                         const std::string& who) {
@@ -86,28 +111,9 @@ TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, 
   const auto t0 = Clock::now();
   const auto deadline = t0 + timeout;
   auto fail = [&](const std::string& what) { return trip_failed(what, who, t0, timeout); };
-  net::Fd s;
-  // No fence between tests: the responder may still be in its previous test on this lane,
-  // which drops this hello (not the test it is in) by closing the connection. Closed before
-  // the window ends: ask again shortly, until the responder gets to this test.
-  for (;;) {
-    std::string why;
-    s = net::connect_within(
-        from.ipv4, ipv4, port,
-        std::max(std::chrono::milliseconds(1), std::chrono::milliseconds(ms_left(deadline))), &why);
-    if (!s) return fail(why);
-    int one = 1;
-    ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    why = net::hello::ask(s.get(),
-                          {net::hello::Kind::probe, hello.initiator, hello.index, hello.responder},
-                          hello.token, hello.size, deadline);
-    if (why.empty()) break;
-    char peek = 0;
-    const ssize_t k = ::recv(s.get(), &peek, 1, MSG_PEEK | MSG_DONTWAIT);
-    const bool dropped = k == 0 || (k < 0 && errno == ECONNRESET);
-    if (!dropped || ms_left(deadline) <= kAskAgainMs) return fail(why);
-    std::this_thread::sleep_for(std::chrono::milliseconds(kAskAgainMs));
-  }
+  std::string why;
+  net::Fd s = connect_with_hello(from, ipv4, port, hello, deadline, why);
+  if (!s) return fail(why);
   const auto tag = static_cast<std::uint64_t>(hello.index);
   std::vector<double> samples;
   for (int k = 1; k <= iters; ++k) {
@@ -125,9 +131,8 @@ TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, 
   return r;
 }
 
-std::string tcp_respond(const net::Listener& listener, int iters, const TripHello& hello,
-                        std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+net::Fd accept_with_hello(const net::Listener& listener, const TripHello& hello,
+                          Clock::time_point deadline, std::string& why) {
   // Every connection's hello is read side by side: a stranger, another job, or the initiator
   // of an earlier test on this lane that ran late is dropped, and this test's initiator is
   // still taken within the window.
@@ -136,8 +141,10 @@ std::string tcp_respond(const net::Listener& listener, int iters, const TripHell
   for (;;) {
     std::vector<pollfd> pfds{{listener.fd(), POLLIN, 0}};
     const int left = ms_left(waiting.watch(pfds, deadline));
-    if (::poll(pfds.data(), pfds.size(), left) < 0 && errno != EINTR)
-      return std::string("poll: ") + std::strerror(errno);
+    if (::poll(pfds.data(), pfds.size(), left) < 0 && errno != EINTR) {
+      why = std::string("poll: ") + std::strerror(errno);
+      return {};
+    }
     for (auto& g : waiting.take(pfds, 1)) {
       const auto& h = g.hello;
       if (h.kind != net::hello::Kind::probe || h.rank != hello.initiator ||
@@ -150,24 +157,36 @@ std::string tcp_respond(const net::Listener& listener, int iters, const TripHell
         continue;
       }
       waiting.drop_all("its test's initiator came first");
-      if (!net::hello::answer(g.fd.get(), h, hello.token, deadline))
-        return "the initiator closed before its answer";
+      if (!net::hello::answer(g.fd.get(), h, hello.token, deadline)) {
+        why = "the initiator closed before its answer";
+        return {};
+      }
       int one = 1;
       ::setsockopt(g.fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      std::string e;
-      for (int k = 1; k <= iters && e.empty(); ++k) {
-        char msg[16];
-        e = io_all(g.fd.get(), msg, sizeof msg, false, deadline);
-        if (e.empty()) e = io_all(g.fd.get(), msg, sizeof msg, true, deadline);
-      }
-      return e;
+      return std::move(g.fd);
     }
     if ((pfds[0].revents & POLLIN) != 0) waiting.accept_from(listener.fd());
     if (Clock::now() >= deadline) {
       waiting.drop_all("the test's window ended before its hello");
-      return "no connection from the initiator";
+      why = "no connection from the initiator";
+      return {};
     }
   }
+}
+
+std::string tcp_respond(const net::Listener& listener, int iters, const TripHello& hello,
+                        std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::string why;
+  net::Fd fd = accept_with_hello(listener, hello, deadline, why);
+  if (!fd) return why;
+  std::string e;
+  for (int k = 1; k <= iters && e.empty(); ++k) {
+    char msg[16];
+    e = io_all(fd.get(), msg, sizeof msg, false, deadline);
+    if (e.empty()) e = io_all(fd.get(), msg, sizeof msg, true, deadline);
+  }
+  return e;
 }
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS

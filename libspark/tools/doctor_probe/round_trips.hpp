@@ -43,6 +43,18 @@ struct TripHello {
   int initiator = 0, responder = 0, index = 0;
 };
 
+/// The initiator's connection of one test: from `from` (bound to its address) to ipv4:port,
+/// asking with the test's hello, again while the responder drops it (it is still in an
+/// earlier test), until `deadline`. Answered: the connection; else an empty Fd and `why`.
+net::Fd connect_with_hello(const fabric::Lane& from, std::uint32_t ipv4, int port,
+                           const TripHello& hello, std::chrono::steady_clock::time_point deadline,
+                           std::string& why);
+/// The responder's connection of one test: accepts on `listener` (non-blocking) until the
+/// test's initiator asks (every other connection is dropped), and answers it; else an empty Fd
+/// and `why` ("no connection from the initiator").
+net::Fd accept_with_hello(const net::Listener& listener, const TripHello& hello,
+                          std::chrono::steady_clock::time_point deadline, std::string& why);
+
 /// Initiator: connects from `from` (bound to its address) to ipv4:port, asks with the test's
 /// hello and, answered, times `iters` 16-byte echoes. `who` names the peer and lane in errors.
 TripResult tcp_initiate(const fabric::Lane& from, std::uint32_t ipv4, int port, int iters,

@@ -1,0 +1,345 @@
+#include "bandwidth.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "fabric/fabric_map.hpp"
+#include "spark/error.hpp"
+#include "spark/protocol/number.hpp"
+
+namespace spark::doctor {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr char kField = '\x1f';
+constexpr std::size_t kChunk = 256 << 10;  // one send: large enough that syscalls do not limit
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string v;
+  std::getline(in, v);
+  return v;
+}
+
+std::int64_t read_number(const std::string& path) {
+  const std::string v = read_line(path);
+  std::int64_t x = -1;
+  if (protocol::parse_integer(v, INT64_MIN, INT64_MAX, x) != protocol::Integer::ok) return -1;
+  return x;
+}
+
+int ms_left(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() <= 0 ? 0 : static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30));
+}
+
+// Waits until `fd` is ready for `events` or the deadline passes; false on the deadline.
+bool wait_ready(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int left = ms_left(deadline);
+    if (left == 0) return false;
+    const int n = ::poll(&p, 1, left);
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+std::string percent_text(double p) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f %%", p);
+  return b;
+}
+
+std::string bytes_text(std::int64_t b) {
+  char out[32];
+  if (b < 0) return "?";
+  if (b >= (1ll << 30))
+    std::snprintf(out, sizeof out, "%.2f GiB", static_cast<double>(b) / (1ll << 30));
+  else
+    std::snprintf(out, sizeof out, "%.1f MiB", static_cast<double>(b) / (1ll << 20));
+  return out;
+}
+
+}  // namespace
+
+std::vector<Stream> plan_streams(const std::vector<RankLanes>& ranks) {
+  const int size = static_cast<int>(ranks.size());
+  auto first_of_host = [&](int r) {
+    for (int q = 0; q < r; ++q)
+      if (ranks[static_cast<std::size_t>(q)].host == ranks[static_cast<std::size_t>(r)].host)
+        return false;
+    return true;
+  };
+  std::vector<Stream> out;
+  for (const auto& round : plan_rounds(size))
+    for (auto [a, b] : round) {
+      const auto& ra = ranks[static_cast<std::size_t>(a)];
+      const auto& rb = ranks[static_cast<std::size_t>(b)];
+      if (ra.host == rb.host || !first_of_host(a) || !first_of_host(b)) continue;
+      for (std::size_t la = 0; la < ra.tcp.size(); ++la)
+        for (std::size_t lb = 0; lb < rb.tcp.size(); ++lb) {
+          if (!lanes_pair(ra.tcp[la], ra.host, rb.tcp[lb], rb.host)) continue;
+          for (bool a_sends : {true, false})
+            out.push_back({a, b, static_cast<int>(la), static_cast<int>(lb), a_sends});
+        }
+    }
+  return out;
+}
+
+std::string encode_stream_ends(const std::vector<StreamEnd>& ends) {
+  std::string out;
+  for (const StreamEnd& e : ends) {
+    char secs[64];
+    auto r = std::to_chars(secs, secs + sizeof secs, e.seconds);
+    std::string err = e.error;
+    for (char& c : err)
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    out += std::to_string(e.test) + kField + (e.sender ? "tx" : "rx") + kField + e.netdev + kField +
+           std::to_string(e.payload) + kField + std::to_string(e.counter) + kField +
+           std::string(secs, r.ptr) + kField + std::to_string(e.link_mbps) + kField +
+           std::to_string(e.mtu) + kField + err + '\n';
+  }
+  return out;
+}
+
+std::vector<StreamEnd> decode_stream_ends(const std::string& text) {
+  std::vector<StreamEnd> ends;
+  for (const auto line : fabric::split(text, '\n')) {
+    if (line.empty()) continue;
+    const auto f = fabric::split(line, kField);
+    auto bad = [&](const std::string& what) {
+      return Error("doctor: malformed stream line from a rank (" + what + "): '" +
+                   std::string(line) + "'");
+    };
+    if (f.size() != 9) throw bad("9 fields expected");
+    StreamEnd e;
+    std::int64_t v = 0;
+    auto number = [&](std::string_view s, std::int64_t lo, std::int64_t hi) {
+      if (protocol::parse_integer(s, lo, hi, v) != protocol::Integer::ok) throw bad(std::string(s));
+      return v;
+    };
+    e.test = static_cast<int>(number(f[0], 0, INT32_MAX));
+    if (f[1] != "tx" && f[1] != "rx") throw bad("direction");
+    e.sender = f[1] == "tx";
+    e.netdev = f[2];
+    e.payload = static_cast<std::uint64_t>(number(f[3], 0, INT64_MAX));
+    e.counter = number(f[4], -1, INT64_MAX);
+    const auto end = f[5].data() + f[5].size();
+    if (std::from_chars(f[5].data(), end, e.seconds).ptr != end || e.seconds < 0)
+      throw bad("seconds");
+    e.link_mbps = number(f[6], -1, INT64_MAX);
+    e.mtu = static_cast<int>(number(f[7], 0, 1 << 20));
+    e.error = f[8];
+    ends.push_back(std::move(e));
+  }
+  return ends;
+}
+
+std::string format_rate(double gbps) {
+  char b[32];
+  if (gbps >= 1)
+    std::snprintf(b, sizeof b, "%.2f Gb/s", gbps);
+  else
+    std::snprintf(b, sizeof b, "%.0f Mb/s", gbps * 1000);
+  return b;
+}
+
+std::pair<double, std::string> reference_rate(const StreamEnd& tx, const StreamEnd& rx,
+                                              const BandwidthLimits& limits, double fastest_gbps) {
+  if (limits.link_gbps) return {*limits.link_gbps, "--link-gbps"};
+  std::int64_t mbps = -1;
+  for (const auto* e : {&tx, &rx})
+    if (e->link_mbps > 0) mbps = mbps < 0 ? e->link_mbps : std::min(mbps, e->link_mbps);
+  if (mbps > 0) return {static_cast<double>(mbps) / 1000, "link speed"};
+  if (fastest_gbps > 0) return {fastest_gbps, "the fastest direction of this run"};
+  return {0, "nothing"};
+}
+
+CableResult judge_stream(const std::string& from, const std::string& to, const std::string& lane,
+                         const StreamEnd& tx, const StreamEnd& rx, const BandwidthLimits& limits,
+                         double fastest_gbps) {
+  CableResult c;
+  c.from = from;
+  c.to = to;
+  c.lane = lane;
+  c.tx_netdev = tx.netdev;
+  c.rx_netdev = rx.netdev;
+  c.payload = rx.payload;
+  c.tx_bytes = tx.counter;
+  c.rx_bytes = rx.counter;
+  c.tx_mtu = tx.mtu;
+  c.rx_mtu = rx.mtu;
+  c.gbps = rx.seconds > 0 ? static_cast<double>(rx.payload) * 8 / rx.seconds / 1e9 : 0;
+  std::tie(c.reference_gbps, c.reference) = reference_rate(tx, rx, limits, fastest_gbps);
+  c.percent = c.reference_gbps > 0 ? c.gbps / c.reference_gbps * 100 : 0;
+  const std::string counters = "left " + tx.netdev + " +" + bytes_text(tx.counter) +
+                               ", arrived on " + rx.netdev + " +" + bytes_text(rx.counter);
+  if (!tx.error.empty() || !rx.error.empty()) {
+    c.status = Status::fail;
+    c.detail = from + " -> " + to + ": " + (tx.error.empty() ? "" : "sender: " + tx.error) +
+               (!tx.error.empty() && !rx.error.empty() ? "; " : "") +
+               (rx.error.empty() ? "" : "receiver: " + rx.error);
+    return c;
+  }
+  if (rx.payload == 0) {
+    c.status = Status::fail;
+    c.detail = from + " -> " + to + ": no byte arrived";
+    return c;
+  }
+  // A counter below the payload: the bytes did not use this interface (another cable carried
+  // them, or a bond / bridge hides them). Unread counters (no sysfs entry) are only said.
+  const auto short_of = [&](std::int64_t counter) {
+    return counter >= 0 && static_cast<std::uint64_t>(counter) < rx.payload;
+  };
+  const std::string rate = format_rate(c.gbps);
+  if (short_of(tx.counter) || short_of(rx.counter)) {
+    c.status = Status::fail;
+    c.detail = from + " -> " + to + " " + rate + ", but the counters do not show the " +
+               bytes_text(static_cast<std::int64_t>(rx.payload)) + " on this lane's interfaces (" +
+               counters + "): the traffic took another path; check the addresses and routes of " +
+               lane;
+    return c;
+  }
+  std::string judged = "no reference rate";
+  if (c.reference_gbps > 0) {
+    judged =
+        percent_text(c.percent) + " of " + format_rate(c.reference_gbps) + " (" + c.reference + ")";
+    if (c.percent < limits.fail_below)
+      c.status = Status::fail;
+    else if (c.percent < limits.warn_below)
+      c.status = Status::warn;
+  }
+  c.detail = from + " -> " + to + " " + rate + ", " + judged + "; " + counters;
+  if (c.status == Status::fail)
+    c.detail += "; below " + percent_text(limits.fail_below) +
+                ": a slow link (speed, cable, a port that trained low) or a policer";
+  else if (c.status == Status::warn)
+    c.detail += "; below " + percent_text(limits.warn_below);
+  return c;
+}
+
+JobRow cable_row(const std::string& host, int rank, const CableResult& c) {
+  JobRow r;
+  r.host = host;
+  r.rank = rank;
+  r.check = "bandwidth";
+  r.lane = c.lane;
+  r.peer = c.to;
+  r.status = c.status;
+  r.detail = c.detail;
+  return r;
+}
+
+std::int64_t netdev_bytes(const std::string& sysfs, const std::string& netdev, bool tx) {
+  if (netdev.empty()) return -1;
+  return read_number(sysfs + "/class/net/" + netdev + "/statistics/" +
+                     (tx ? "tx_bytes" : "rx_bytes"));
+}
+
+std::int64_t netdev_speed_mbps(const std::string& sysfs, const std::string& netdev) {
+  if (netdev.empty()) return -1;
+  const std::int64_t s = read_number(sysfs + "/class/net/" + netdev + "/speed");
+  return s > 0 ? s : -1;
+}
+
+int netdev_mtu(const std::string& sysfs, const std::string& netdev) {
+  if (netdev.empty()) return 0;
+  const std::int64_t m = read_number(sysfs + "/class/net/" + netdev + "/mtu");
+  return m > 0 && m < (1 << 20) ? static_cast<int>(m) : 0;
+}
+
+StreamEnd stream_send(int fd, int test, const std::string& sysfs, const std::string& netdev,
+                      std::chrono::milliseconds seconds, Clock::time_point deadline) {
+  StreamEnd e;
+  e.test = test;
+  e.sender = true;
+  e.netdev = netdev;
+  e.link_mbps = netdev_speed_mbps(sysfs, netdev);
+  e.mtu = netdev_mtu(sysfs, netdev);
+  // The receiver's go: it has read its counter, so every byte from here on is counted.
+  char go = 0;
+  if (!wait_ready(fd, POLLIN, deadline) || ::recv(fd, &go, 1, 0) != 1) {
+    e.error = "no go from the receiver";
+    return e;
+  }
+  const std::int64_t before = netdev_bytes(sysfs, netdev, true);
+  std::vector<char> chunk(kChunk, '\x5a');
+  const auto stop = std::min(Clock::now() + seconds, deadline);
+  while (Clock::now() < stop) {
+    const ssize_t k = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      e.payload += static_cast<std::uint64_t>(k);
+      continue;
+    }
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      e.error = std::string("send: ") + std::strerror(errno);
+      return e;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    ::poll(&p, 1, std::max(1, std::min(ms_left(stop), 50)));
+  }
+  ::shutdown(fd, SHUT_WR);
+  // The receiver closes once it has every byte: then the counter holds the whole stream.
+  while (wait_ready(fd, POLLIN, deadline)) {
+    char sink[64];
+    const ssize_t k = ::recv(fd, sink, sizeof sink, 0);
+    if (k == 0) break;
+    if (k < 0 && errno != EINTR && errno != EAGAIN) break;
+  }
+  const std::int64_t after = netdev_bytes(sysfs, netdev, true);
+  if (before >= 0 && after >= before) e.counter = after - before;
+  if (Clock::now() >= deadline) e.error = "the receiver did not confirm the end of the stream";
+  return e;
+}
+
+StreamEnd stream_receive(int fd, int test, const std::string& sysfs, const std::string& netdev,
+                         Clock::time_point deadline) {
+  StreamEnd e;
+  e.test = test;
+  e.netdev = netdev;
+  e.link_mbps = netdev_speed_mbps(sysfs, netdev);
+  e.mtu = netdev_mtu(sysfs, netdev);
+  const std::int64_t before = netdev_bytes(sysfs, netdev, false);
+  const char go = 1;
+  if (::send(fd, &go, 1, MSG_NOSIGNAL) != 1) {
+    e.error = std::string("send: ") + std::strerror(errno);
+    return e;
+  }
+  std::vector<char> buf(kChunk);
+  Clock::time_point first{}, last{};
+  for (;;) {
+    if (!wait_ready(fd, POLLIN, deadline)) {
+      e.error = "the stream did not end within its window";
+      break;
+    }
+    const ssize_t k = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (k > 0) {
+      if (e.payload == 0) first = Clock::now();
+      e.payload += static_cast<std::uint64_t>(k);
+      last = Clock::now();
+      continue;
+    }
+    if (k == 0) break;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+    e.error = std::string("recv: ") + std::strerror(errno);
+    break;
+  }
+  // The rate from the first byte: the connection's own start is not part of the cable's.
+  if (e.payload > 0) e.seconds = std::chrono::duration<double>(last - first).count();
+  const std::int64_t after = netdev_bytes(sysfs, netdev, false);
+  if (before >= 0 && after >= before) e.counter = after - before;
+  return e;
+}
+
+}  // namespace spark::doctor

@@ -1,0 +1,110 @@
+// `sparkrun doctor --bandwidth`: qualifies each cable at speed (docs/doctor.md, "Qualifying a new
+// cable"). Per cable (a pair of hosts and a lane pair on one subnet) and direction, one bounded
+// stream; each end reads its netdev's byte counter before and after, so the table shows that
+// the bytes left and arrived on the interfaces the lane map names (a lane whose traffic
+// crosses another cable shows a counter that did not move). The rate is judged against the
+// link's reported speed, `--link-gbps`, or (neither known) the fastest direction of the run.
+// The ends measure, rank 0 judges: the measuring and the pure judgement are kept apart so
+// the unit tests feed the judgement made-up measurements.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host_checks.hpp"
+#include "job_table.hpp"
+#include "net/socket.hpp"
+#include "round_trips.hpp"
+
+namespace spark::doctor {
+
+/// What one end of one stream saw. Published by each end (the bootstrap), joined at rank 0.
+struct StreamEnd {
+  int test = 0;  ///< the stream's number (its link and direction)
+  bool sender = false;
+  std::string netdev;           ///< the interface of this end's lane
+  std::uint64_t payload = 0;    ///< bytes this end sent / received
+  std::int64_t counter = -1;    ///< tx (sender) / rx (receiver) byte counter delta; -1 unread
+  double seconds = 0;           ///< receiver: first byte to the end of the stream
+  std::int64_t link_mbps = -1;  ///< the netdev's reported speed; -1 unknown
+  int mtu = 0;                  ///< the netdev's MTU (0 unknown)
+  std::string error;            ///< "" or what went wrong at this end
+  bool operator==(const StreamEnd&) const = default;
+};
+
+/// One direction of one cable: between the first ranks a < b of two hosts, from a's tcp lane
+/// `la` to b's lane `lb` (lanes on one subnet), data flowing a -> b when `a_sends`. a connects.
+struct Stream {
+  int a = 0, b = 0, la = 0, lb = 0;
+  bool a_sends = true;
+  bool operator==(const Stream&) const = default;
+};
+
+/// Every stream of the job in one global order (the pairs' rounds, then lane pairs, a -> b
+/// before b -> a): every rank computes the same list, and a stream's place in it is its test
+/// number. Ranks after the first of their host, and pairs on one host, have none.
+std::vector<Stream> plan_streams(const std::vector<RankLanes>& ranks);
+
+/// The wire format of a rank's stream ends (one line each); strict decode (throws spark::Error).
+std::string encode_stream_ends(const std::vector<StreamEnd>& ends);
+std::vector<StreamEnd> decode_stream_ends(const std::string& text);
+
+/// `--fail-below` / `--warn-below` (percent of the reference rate) and `--link-gbps`.
+struct BandwidthLimits {
+  double fail_below = 50, warn_below = 80;
+  std::optional<double> link_gbps;
+};
+
+/// One direction of one cable, judged.
+struct CableResult {
+  std::string from, to;  ///< "rank 0 (h0)"
+  std::string lane;      ///< "tcp:to1->to0"
+  std::string tx_netdev, rx_netdev;
+  double gbps = 0;            ///< payload rate at the receiver
+  double reference_gbps = 0;  ///< what it is judged against (0: nothing to judge against)
+  std::string reference;      ///< where the reference comes from
+  double percent = 0;         ///< gbps / reference_gbps x 100
+  std::uint64_t payload = 0;  ///< bytes received
+  std::int64_t tx_bytes = -1, rx_bytes = -1;  ///< the counters' deltas
+  int tx_mtu = 0, rx_mtu = 0;
+  Status status = Status::ok;
+  std::string detail;
+};
+
+/// The reference of one direction: --link-gbps, else the slower end's reported link speed,
+/// else `fastest_gbps` (the fastest direction of this run); 0 when none.
+std::pair<double, std::string> reference_rate(const StreamEnd& tx, const StreamEnd& rx,
+                                              const BandwidthLimits& limits, double fastest_gbps);
+
+/// Judges one direction from its two ends: an error at either end, counters that do not show
+/// the payload (it left or arrived on another interface), then the rate against the reference.
+CableResult judge_stream(const std::string& from, const std::string& to, const std::string& lane,
+                         const StreamEnd& tx, const StreamEnd& rx, const BandwidthLimits& limits,
+                         double fastest_gbps);
+
+/// The table row of a judged direction (check "bandwidth").
+JobRow cable_row(const std::string& host, int rank, const CableResult& c);
+
+/// "9.41 Gb/s" / "812 Mb/s".
+std::string format_rate(double gbps);
+
+/// The live counters of `netdev` (sysfs under `sysfs`): tx_bytes / rx_bytes, speed (Mb/s, -1
+/// unknown), MTU.
+std::int64_t netdev_bytes(const std::string& sysfs, const std::string& netdev, bool tx);
+std::int64_t netdev_speed_mbps(const std::string& sysfs, const std::string& netdev);
+int netdev_mtu(const std::string& sysfs, const std::string& netdev);
+
+/// The tcp stream of one direction over a connection both ends reached with the test's hello
+/// (connect_with_hello / accept_with_hello): the sender writes for `seconds`, the receiver
+/// counts until the sender's end and closes. Each end fills its StreamEnd (counters read after
+/// the receiver's go, so the hello's bytes are not counted). Bounded by `deadline`.
+StreamEnd stream_send(int fd, int test, const std::string& sysfs, const std::string& netdev,
+                      std::chrono::milliseconds seconds,
+                      std::chrono::steady_clock::time_point deadline);
+StreamEnd stream_receive(int fd, int test, const std::string& sysfs, const std::string& netdev,
+                         std::chrono::steady_clock::time_point deadline);
+
+}  // namespace spark::doctor

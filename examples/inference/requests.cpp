@@ -1,6 +1,7 @@
 #include "requests.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -86,6 +87,23 @@ std::string result_line(const nlohmann::json& id, const std::vector<int>& tokens
   char hx[17];
   std::snprintf(hx, sizeof hx, "%016llx", static_cast<unsigned long long>(logits_fnv));
   return nlohmann::json{{"id", id}, {"tokens", tokens}, {"logits_fnv", hx}}.dump();
+}
+
+bool is_result_line(const Request& r, std::size_t new_tokens, const std::string& line) {
+  const auto j = nlohmann::json::parse(line, nullptr, false);
+  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array() ||
+      j["tokens"].size() != new_tokens || !j.contains("logits_fnv") ||
+      !j["logits_fnv"].is_string() || j["logits_fnv"].get<std::string>().size() != 16)
+    return false;
+  std::vector<int> tokens;
+  for (const auto& t : j["tokens"]) {
+    if (!t.is_number_integer()) return false;
+    tokens.push_back(t.get<int>());
+  }
+  const std::string hx = j["logits_fnv"].get<std::string>();
+  char* end = nullptr;
+  const auto fnv = std::strtoull(hx.c_str(), &end, 16);
+  return end == hx.c_str() + hx.size() && result_line(r.id, tokens, fnv) == line;
 }
 
 }  // namespace spark::example

@@ -35,4 +35,8 @@ void make_requests(const std::string& path, std::size_t count, std::size_t len, 
 std::string result_line(const nlohmann::json& id, const std::vector<int>& tokens,
                         std::uint64_t logits_fnv);
 
+/// Whether line is exactly what result_line writes for request r with new_tokens tokens (how a
+/// resumed output's lines are checked).
+bool is_result_line(const Request& r, std::size_t new_tokens, const std::string& line);
+
 }  // namespace spark::example

@@ -1,5 +1,7 @@
 // Batch inference with a tensor-parallel transformer: reads requests (JSONL token ids), runs
-// them in batches through prefill and greedy decode steps with a KV cache, writes JSONL.
+// them in batches through prefill and greedy decode steps with a KV cache, writes JSONL. An
+// output file is durable and resumable (results_file.hpp): a run after a failure skips the
+// requests already done.
 //   sharded_inference --make-model model.safetensors [--layers 4 --dim 384 ...]
 //   sharded_inference --make-requests req.jsonl [--count 64 --prompt-len 32]
 //   sparkrun -n 3 sharded_inference --model model.safetensors --input req.jsonl --output out.jsonl
@@ -8,12 +10,15 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
+#include <exception>
 #include <iostream>
+#include <memory>
 #include <spark/spark.hpp>
 
 #include "model.hpp"
 #include "requests.hpp"
+#include "results_file.hpp"
 #include "steps.hpp"
 #ifdef SPARK_EXAMPLE_WITH_CUDA
 #include "gpu_allreduce.hpp"
@@ -28,35 +33,64 @@ double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-class Progress {  // rank 0, stderr: a bar on a terminal, else a rate line every 2 s
+// Rank 0, stderr: a bar on a terminal, else a plain line every `every` seconds; nothing when
+// quiet. It starts at the requests already done (a resumed job); rates count this run's work.
+class Progress {
  public:
-  explicit Progress(std::size_t total) : total_(total), tty_(isatty(2) != 0), t0_(Clock::now()) {}
+  Progress(std::size_t total, std::size_t already_done, double every_s, bool quiet)
+      : total_(total),
+        start_(already_done),
+        tty_(isatty(2) != 0),
+        quiet_(quiet),
+        every_(tty_ ? 0.1 : every_s),
+        t0_(Clock::now()),
+        last_(t0_) {
+    if (!quiet_) draw(start_, 0, t0_);
+  }
   void update(std::size_t done, std::size_t tokens) {
     const auto now = Clock::now();
-    if (done < total_ &&
-        now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::seconds(2)))
-      return;
+    if (quiet_ || (done < total_ && seconds(now - last_) < every_)) return;
     last_ = now;
-    const double s = std::max(seconds(now - t0_), 1e-9);
-    if (tty_) {
-      const int width = 30,
-                fill = static_cast<int>(width * done / std::max<std::size_t>(total_, 1));
-      std::fprintf(stderr, "\r[%s%s] %zu/%zu requests  %.1f req/s  %.0f tok/s",
-                   std::string(static_cast<std::size_t>(fill), '#').c_str(),
-                   std::string(static_cast<std::size_t>(width - fill), '.').c_str(), done, total_,
-                   static_cast<double>(done) / s, static_cast<double>(tokens) / s);
-      if (done == total_) std::fputc('\n', stderr);
-    } else {
-      std::fprintf(stderr, "progress: %zu/%zu requests, %.1f requests/s, %.0f tokens/s\n", done,
-                   total_, static_cast<double>(done) / s, static_cast<double>(tokens) / s);
-    }
+    draw(done, tokens, now);
   }
 
  private:
-  std::size_t total_;
-  bool tty_;
-  Clock::time_point t0_, last_{};
+  void draw(std::size_t done, std::size_t tokens, Clock::time_point now) const {
+    const double s = std::max(seconds(now - t0_), 1e-9);
+    const double rate = static_cast<double>(done - start_) / s;
+    const std::string eta = done == total_ ? "done"
+                            : rate > 0     ? clock_text((total_ - done) / rate)
+                                           : "?";
+    if (tty_) {
+      const int width = 30,
+                fill = static_cast<int>(width * done / std::max<std::size_t>(total_, 1));
+      std::fprintf(stderr, "\r[%s%s] %zu/%zu requests  %.0f tok/s  ETA %s   ",
+                   std::string(static_cast<std::size_t>(fill), '#').c_str(),
+                   std::string(static_cast<std::size_t>(width - fill), '.').c_str(), done, total_,
+                   static_cast<double>(tokens) / s, eta.c_str());
+      if (done == total_) std::fputc('\n', stderr);
+    } else {
+      std::fprintf(stderr, "progress: %zu/%zu requests, %.1f requests/s, %.0f tokens/s, ETA %s\n",
+                   done, total_, rate, static_cast<double>(tokens) / s, eta.c_str());
+    }
+  }
+  static std::string clock_text(double s) {
+    const auto t = static_cast<long long>(s + 0.5);
+    char b[32];
+    std::snprintf(b, sizeof b, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+    return b;
+  }
+  std::size_t total_, start_;
+  bool tty_, quiet_;
+  double every_;
+  Clock::time_point t0_, last_;
 };
+
+// The attempt sparkrun --max-restarts runs (0 on the first, and without sparkrun).
+int attempt_number() {
+  const char* v = std::getenv("SPARK_RESTART_COUNT");
+  return v && *v ? std::atoi(v) : 0;
+}
 
 }  // namespace
 
@@ -64,7 +98,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Tensor-parallel batch inference on libspark (see docs/examples/sharded_inference.md)"};
   std::string make_model_path, make_requests_path, model_path, input = "-", output = "-";
-  std::string reduce = "exact";
+  std::string reduce = "exact", fsync_mode = "batch";
+  bool restart_output = false, quiet = false;
+  double progress_every = 2;
   ModelConfig cfg;
   std::size_t count = 64, prompt_len = 32, batch = 8, new_tokens = 16;
   app.add_option("--make-model", make_model_path,
@@ -104,8 +140,23 @@ int main(int argc, char** argv) {
   app.add_option("--input", input,
                  "requests, one JSON object per line: {\"id\": ..., \"prompt\": [ids]}; - = stdin")
       ->capture_default_str();
-  app.add_option("--output", output, "results (JSONL) written by rank 0; - = stdout")
+  app.add_option("--output", output,
+                 "results (JSONL) written by rank 0; - = stdout. A file is resumed: an existing "
+                 "one of the same job (FILE.job) keeps its results and the run skips them")
       ->capture_default_str();
+  app.add_flag("--restart-output", restart_output,
+               "discard an existing --output and start over (on a restarted attempt of sparkrun "
+               "--max-restarts it still resumes this job's own progress)");
+  app.add_option("--fsync", fsync_mode,
+                 "batch: make results durable (fdatasync) after every batch; none: only write "
+                 "them (a crash of the machine may lose recent batches)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"batch", "none"}));
+  app.add_flag("--quiet", quiet, "no progress on stderr (the summary stays)");
+  app.add_option("--progress-every", progress_every,
+                 "seconds between progress lines when stderr is not a terminal")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--batch", batch, "requests per batch")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -136,10 +187,49 @@ int main(int argc, char** argv) {
     spark::example::SafetensorsFile file(model_path);
     spark::example::ShardedModel model(file, comm.rank(), comm.size(), reduce == "exact");
     const ModelConfig& mc = model.config();
-    const auto requests =
-        spark::example::parse_requests(spark::example::share_input(comm, input), mc.vocab);
+    const std::string input_text = spark::example::share_input(comm, input);
+    const auto requests = spark::example::parse_requests(input_text, mc.vocab);
+    // Rank 0 opens (checks, repairs) the output (hashing the model can take long: before the
+    // barrier, whose deadline is long) and tells every rank where to start; -1 says it
+    // refused, and the other ranks end quietly (rank 0 prints why).
+    std::unique_ptr<spark::example::ResultsFile> results;
+    std::int64_t first = 0;
+    std::exception_ptr refusal;
+    if (comm.rank() == 0 && output != "-") {
+      try {
+        spark::example::JobRecord job{"sharded_inference",
+                                      spark::example::sha256_file_hex(model_path),
+                                      spark::example::sha256_hex(input_text),
+                                      requests.size(),
+                                      new_tokens,
+                                      reduce,
+                                      reduce == "plain" ? comm.size() : 0};
+        const auto existing = !restart_output ? spark::example::ExistingOutput::resume
+                              : attempt_number() == 0
+                                  ? spark::example::ExistingOutput::start_over
+                                  : spark::example::ExistingOutput::resume_if_same;
+        results = std::make_unique<spark::example::ResultsFile>(
+            output, job, existing,
+            [&](std::size_t i, const std::string& line) {
+              return spark::example::is_result_line(requests[i], new_tokens, line);
+            },
+            [](const std::string& note) {
+              std::fprintf(stderr, "sharded_inference: %s\n", note.c_str());
+            });
+        first = static_cast<std::int64_t>(results->done());
+      } catch (...) {
+        first = -1;
+        refusal = std::current_exception();
+      }
+      if (first > 0)
+        std::fprintf(stderr, "sharded_inference: resuming '%s': %lld of %zu requests done\n",
+                     output.c_str(), static_cast<long long>(first), requests.size());
+    }
     comm.barrier();  // loading is skewed between ranks; the communication timeout starts here
     const double load_s = seconds(Clock::now() - t_load);
+    comm.broadcast(&first, 1, spark::DType::i64, 0);
+    if (refusal) std::rethrow_exception(refusal);
+    if (first < 0) return 1;
 
     Clock::duration in_coll{};
     std::size_t n_allreduce = 0, bytes = 0;
@@ -171,18 +261,12 @@ int main(int argc, char** argv) {
     };
     if (comm.rank() == 0) std::fprintf(stderr, "sharded_inference: allreduce on %s\n", path);
 
-    std::ofstream out_file;
-    std::ostream* out = &std::cout;
-    if (comm.rank() == 0 && output != "-") {
-      out_file.open(output, std::ios::trunc);
-      if (!out_file) throw std::invalid_argument("cannot create '" + output + "'");
-      out = &out_file;
-    }
-    Progress progress(requests.size());
+    const auto start = static_cast<std::size_t>(first);
+    Progress progress(requests.size(), start, progress_every, quiet || comm.rank() != 0);
     const auto t0 = Clock::now();
     std::size_t prompt_tokens = 0, gen_tokens = 0;
     std::vector<float> logits;
-    for (std::size_t b0 = 0; b0 < requests.size(); b0 += batch) {
+    for (std::size_t b0 = start; b0 < requests.size(); b0 += batch) {
       const std::size_t nb = std::min(batch, requests.size() - b0);
       const std::size_t max_len = spark::example::longest_prompt(requests, b0, nb);
       model.reset_cache(nb, max_len + new_tokens);
@@ -204,24 +288,33 @@ int main(int argc, char** argv) {
         rows = spark::example::decode_rows(requests, b0, last, step + 1);  // one row a request
       }
       if (comm.rank() == 0) {
+        std::string lines;
         for (std::size_t i = 0; i < nb; ++i)
-          *out << spark::example::result_line(requests[b0 + i].id, gen[i], hash[i]) << '\n';
-        out->flush();
+          lines += spark::example::result_line(requests[b0 + i].id, gen[i], hash[i]) + '\n';
+        if (results) {
+          results->append(lines, nb);
+          results->commit(fsync_mode == "batch");
+        } else {
+          std::cout << lines << std::flush;
+        }
         progress.update(b0 + nb, prompt_tokens + gen_tokens);
       }
     }
     const double total = seconds(Clock::now() - t0), coll = seconds(in_coll);
     if (comm.rank() == 0) {
-      const double n = static_cast<double>(requests.size());
+      const std::size_t ran = requests.size() - start;
+      const double n = static_cast<double>(ran), t = std::max(total, 1e-9);
+      const std::string resumed =
+          start > 0 ? " (" + std::to_string(start) + " more were done before)" : "";
       std::fprintf(stderr,
-                   "summary: %zu requests on %d ranks in %.3f s (load %.3f s): %.1f requests/s, "
+                   "summary: %zu requests on %d ranks%s in %.3f s (load %.3f s): %.1f requests/s, "
                    "%.0f generated tokens/s, %.0f tokens/s with prompts\n"
                    "summary: rank 0 time: compute %.3f s (%.0f%%), collectives %.3f s (%.0f%%): "
                    "%zu allreduces, %.1f MB (--reduce %s)\n",
-                   requests.size(), comm.size(), total, load_s, n / total,
-                   static_cast<double>(gen_tokens) / total,
-                   static_cast<double>(gen_tokens + prompt_tokens) / total, total - coll,
-                   100.0 * (total - coll) / total, coll, 100.0 * coll / total, n_allreduce,
+                   ran, comm.size(), resumed.c_str(), total, load_s, n / t,
+                   static_cast<double>(gen_tokens) / t,
+                   static_cast<double>(gen_tokens + prompt_tokens) / t, total - coll,
+                   100.0 * (total - coll) / t, coll, 100.0 * coll / t, n_allreduce,
                    static_cast<double>(bytes) / 1e6, reduce.c_str());
     }
     return 0;

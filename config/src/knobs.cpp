@@ -188,6 +188,10 @@ constexpr Knob kKnobs[] = {
      "rocep1s0f0,roceP2p1s0f0. A preference: toward a peer these do not reach, the fabric "
      "map's lanes are used (and the -v report says so).",
      KnobType::string, KnobOrigin::launcher, 0, 0, {}, &fill<&CommOptions::rdma_lanes>},
+    {"SPARK_JOB_DIR", "path", "",
+     "The node's job directory (private to the job's user, removed at the end): the libspark "
+     "Python package writes its Python frames there when sparkrun collects stacks.",
+     KnobType::path, KnobOrigin::launcher, 0, 0, {}},
     {"SPARK_RESTART_COUNT", "integer", "",
      "Which attempt of the job this is under sparkrun --max-restarts: 0 on the first, then 1 "
      "per restart of the whole group (a serving job can reload and tell its clients).",
@@ -203,6 +207,12 @@ constexpr Knob kKnobs[] = {
      "Write a Chrome/Perfetto trace of every op and step wait. Under sparkrun the per-rank files "
      "are merged into PATH.",
      KnobType::path, KnobOrigin::user, 0, 0, {}, &fill<&CommOptions::trace_path>},
+    {"SPARK_FLIGHT_RECORDER", "operations", "64",
+     "How many of its last operations each rank keeps in its flight recorder (op, "
+     "communicator, seq, bytes, peer, the lane and peer it waits on, times of its waits), in "
+     "shared memory that sparkrun reads: `sparkrun status` and the report of a failed job "
+     "show them. 0: no recorder.",
+     KnobType::integer, KnobOrigin::user, 0, 65536, {}, &fill<&CommOptions::flight_ops>},
     {"SPARK_TOPOLOGY_XML", "path", "",
      "Load the hwloc topology from this XML file instead of discovering the machine.",
      KnobType::path, KnobOrigin::user, 0, 0, {}},

@@ -107,6 +107,12 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
   add(app.add_option("--output-dir", o_.output_dir,
                      "Write rank N's stdout/stderr to DIR/rank.N/stdout and stderr")
           ->type_name("DIR"));
+  add(app.add_option("--report-dir", o_.report_dir,
+                     "Where a failed job's report goes: every rank's flight recorder "
+                     "(flight.json) and, after a timeout, their stacks (stacks.txt) (default: "
+                     "report.JOBID in this directory; written only when there is something to "
+                     "report)")
+          ->type_name("DIR"));
   add(app.add_option("--timeout", timeout_text_, "Stop the whole job after SECONDS and exit 124")
           ->type_name("SECONDS"));
   add(app.add_option("--kill-grace", kill_grace_text_,
@@ -203,6 +209,8 @@ Options LaunchOptions::finish() {
   if (given("--output-dir") && o.output_dir.empty()) {
     throw UsageError("--output-dir: empty directory name");
   }
+  if (given("--report-dir") && o.report_dir.empty())
+    throw UsageError("--report-dir: empty directory name");
   return o;
 }
 

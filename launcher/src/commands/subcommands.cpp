@@ -4,6 +4,7 @@
 
 #include "doctor.hpp"
 #include "fabric_command.hpp"
+#include "status_command.hpp"
 #include "topo_command.hpp"
 
 namespace spark::launch {
@@ -18,6 +19,10 @@ constexpr Subcommand kSubcommands[] = {
      &doctor_main},
     {"fabric", "discover (and --write / check --fabric) the per-peer lane map of a host list",
      &fabric_main},
+    {"status",
+     "a running job's ranks: state, current operation, the peer and lane each waits on, "
+     "rates; --stacks for every rank's stacks",
+     &status_main},
     {"topo", "show the machine (or --topology FILE) as sparkrun's binding sees it", &topo_main},
 };
 }  // namespace

@@ -5,7 +5,11 @@
 // sparkrun on the node.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace spark::launch {
 
@@ -22,6 +26,11 @@ class JobDir {
  private:
   std::string path_;
 };
+
+/// Where job dirs are made: $TMPDIR when set, else /dev/shm (when writable) and /tmp.
+std::vector<std::string> job_dir_bases();
+/// The owner's pid in a job dir's name ("sparkrun.PID.XXXXXX"), or 0 when it is not one.
+pid_t job_dir_owner(std::string_view name);
 
 /// Removes the job dirs in `base` (sparkrun.PID.*) of this user whose PID no longer exists.
 /// Returns how many.

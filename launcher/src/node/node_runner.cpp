@@ -21,14 +21,18 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "exit_rules.hpp"
+#include "flight_reader.hpp"
 #include "held_server.hpp"
 #include "job_dir.hpp"
 #include "log/log.hpp"
@@ -37,6 +41,8 @@
 #include "orphan_guard.hpp"
 #include "spark/protocol/shm_segment.hpp"
 #include "spawn.hpp"
+#include "stack_dump.hpp"
+#include "status_socket.hpp"
 #include "stderr_output.hpp"
 #ifdef SPARK_LAUNCH_HAVE_PMIX
 #include "local_topology.hpp"
@@ -56,7 +62,10 @@ Fd checked(int fd, const char* what) {
 }
 
 // Epoll tags: kind in the high half, index in the low half.
-enum Kind : uint32_t { kSignal = 1, kWakeup, kTimeout, kGrace, kDrain, kOut, kErr };
+enum Kind : uint32_t { kSignal = 1, kWakeup, kTimeout, kGrace, kDrain, kOut, kErr, kStatus };
+
+// The bound of the stack step (a failed job's report, `sparkrun status --stacks`).
+constexpr std::chrono::seconds kStackBudget{10};
 uint64_t tag(Kind k, uint32_t index = 0) {
   return (static_cast<uint64_t>(k) << 32) | index;
 }
@@ -119,6 +128,14 @@ class Runner {
   void run_posted();
   bool all_ended() const;
   bool all_closed() const;
+  // `sparkrun status` (status_socket.hpp) and a failed job's report (--report-dir).
+  void on_status_request();
+  std::string status_reply();
+  std::string stacks_reply();
+  void report_failure();
+  std::string report_dir() const;
+  std::string write_stacks(const std::string& dir);
+  std::vector<RankFlight> read_flights();
 
   const NodeRunSpec& spec_;
   Clock::time_point t0_;
@@ -132,6 +149,15 @@ class Runner {
   std::mutex queue_mutex_;
   std::deque<std::function<void()>> queue_;
   std::unique_ptr<OrphanGuard> guard_;
+  std::string job_dir_;
+  std::unique_ptr<StatusSocket> status_;
+  // The previous status request's counters per rank: rates over the time between requests.
+  struct Sample {
+    std::int64_t ns = 0;
+    std::uint64_t completed = 0, bytes = 0;
+  };
+  std::map<int, Sample> last_sample_;
+  bool timed_out_ = false;  // the first failure is a rank's fail-stop timeout
 #ifdef SPARK_LAUNCH_HAVE_PMIX
   std::unique_ptr<LocalTopology> topology_;  // outlives pmix_ (declared first)
   std::unique_ptr<PmixServer> pmix_;
@@ -231,6 +257,8 @@ void Runner::begin_abort() {
     if (pmix_)
       if (auto note = held_server_note(running)) say(*note);
 #endif
+    // Before any rank is stopped: their recorders (and stacks after a timeout) as they are.
+    if (spec_.write_report) report_failure();
   }
   // Multi-host: the node's first failure goes to the launcher, which stops the other nodes.
   if (spec_.link.failed && tracker_.failed())
@@ -273,6 +301,7 @@ void Runner::start_ranks() {
     id.node_rank = spec_.node;
     id.job_id = spec_.job_id;
     id.host = node.host;
+    id.job_dir = job_dir_;
     if (static_cast<size_t>(l) < spec_.cpuset_text.size())
       id.cpuset = spec_.cpuset_text[static_cast<size_t>(l)];
     if (static_cast<size_t>(l) < spec_.lanes.size()) id.lanes = spec_.lanes[static_cast<size_t>(l)];
@@ -475,6 +504,9 @@ void Runner::loop() {
         case kDrain:
           if (::read(drain_timer_.get(), &ticks, sizeof ticks) > 0) drain_expired = true;
           break;
+        case kStatus:
+          on_status_request();
+          break;
         case kOut:
         case kErr:
           if (index < ranks_.size()) {
@@ -540,11 +572,179 @@ void install_fault_guard() {
   ::sigaction(SIGBUS, &sa, nullptr);
 }
 
+std::vector<RankFlight> Runner::read_flights() {
+  std::vector<RankFlight> out;
+  for (const auto& r : ranks_)
+    if (r.started)
+      if (auto f = read_flight(spec_.job_id, r.rank)) out.push_back(std::move(*f));
+  return out;
+}
+
+std::string Runner::report_dir() const {
+  if (!spec_.report_dir.empty()) return spec_.report_dir;
+  std::error_code ec;
+  return (std::filesystem::current_path(ec) / ("report." + spec_.job_id)).string();
+}
+
+std::string Runner::write_stacks(const std::string& dir) {
+  std::vector<StackTarget> targets;
+  for (const auto& r : ranks_)
+    if (r.started && !r.ended)
+      targets.push_back({r.rank, r.pid, python_stack_file(job_dir_, r.rank)});
+  if (targets.empty()) return {};
+  const std::string text = collect_stacks(targets, kStackBudget);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string file = dir + "/stacks.txt";
+  std::ofstream out(file);
+  out << text;
+  return out.good() ? file : std::string();
+}
+
+void Runner::report_failure() {
+  const std::vector<RankFlight> flights = read_flights();
+  // A rank that timed out, or the job's --timeout: the ranks are stuck somewhere; where is in
+  // their stacks. Other failures (a crash, an exit) leave stacks that say little.
+  const bool stuck = timed_out_ || tracker_.exit_code() == kExitTimeout;
+  if (flights.empty() && !stuck) return;
+  const std::string dir = report_dir();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    say("cannot write the report to " + dir + ": " + ec.message() + " (--report-dir)");
+    return;
+  }
+  std::vector<std::string> files;
+  if (!flights.empty()) {
+    say("each rank's last operations (flight recorder):");
+    for (const auto& f : flights)
+      if (!f.entries.empty())
+        say("  rank " + std::to_string(f.rank) + " (pid " + std::to_string(f.pid) +
+            "): " + describe_entry(f, f.entries.back()));
+    const std::vector<std::string> notes = divergence_notes(flights);
+    for (const auto& n : notes) say(n);
+    nlohmann::json j = nlohmann::json::object();
+    j["job"] = spec_.job_id;
+    j["host"] = spec_.plan.nodes.at(static_cast<size_t>(spec_.node)).host;
+    j["failure"] = tracker_.failure_line();
+    j["divergence"] = notes;
+    j["ranks"] = nlohmann::json::array();
+    for (const auto& f : flights) j["ranks"].push_back(flight_json(f));
+    std::ofstream(dir + "/flight.json") << j.dump(1) << "\n";
+    files.push_back("flight.json");
+  }
+  if (stuck) {
+    const auto t0 = Clock::now();
+    if (!write_stacks(dir).empty())
+      files.push_back(
+          "stacks.txt, " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()) +
+          " ms");
+  }
+  std::string list;
+  for (const auto& f : files) list += (list.empty() ? "" : "; ") + f;
+  say("report: " + dir + " (" + list + ")");
+}
+
+std::string Runner::status_reply() {
+  std::vector<RankFlight> flights = read_flights();
+  // Rates need two readings: the previous request's, or one 200 ms apart when it is old.
+  const auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+  };
+  constexpr std::int64_t kMinWindowNs = 200'000'000, kMaxWindowNs = 30'000'000'000;
+  std::int64_t oldest = 0;
+  for (const auto& [rank, s] : last_sample_) oldest = std::max(oldest, now_ns() - s.ns);
+  if (!flights.empty() && (last_sample_.empty() || oldest > kMaxWindowNs)) {
+    last_sample_.clear();
+    for (const auto& f : flights) last_sample_[f.rank] = {f.read_ns, f.completed, f.bytes_done};
+    oldest = 0;
+  }
+  if (!flights.empty() && oldest < kMinWindowNs) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(kMinWindowNs - oldest));
+    flights = read_flights();
+  }
+  std::map<int, const RankFlight*> by_rank;
+  for (const auto& f : flights) by_rank[f.rank] = &f;
+  const NodePlan& node = spec_.plan.nodes.at(static_cast<size_t>(spec_.node));
+  nlohmann::json j = nlohmann::json::object();
+  j["job"] = spec_.job_id;
+  j["launcher_pid"] = ::getpid();
+  j["size"] = spec_.plan.size;
+  j["ranks"] = nlohmann::json::array();
+  for (const auto& r : ranks_) {
+    nlohmann::json row = nlohmann::json::object();
+    row["rank"] = r.rank;
+    row["host"] = node.host;
+    row["pid"] = r.pid;
+    std::string state = !r.started ? "starting" : r.ended ? "exited" : "running";
+    if (state == "running" && stopped_note(r.rank, r.pid)) state = "stopped";
+    const auto it = by_rank.find(r.rank);
+    if (it != by_rank.end()) {
+      const RankFlight& f = *it->second;
+      row["ops_completed"] = f.completed;
+      row["bytes_completed"] = f.bytes_done;
+      if (auto prev = last_sample_.find(r.rank); prev != last_sample_.end()) {
+        const double dt = static_cast<double>(f.read_ns - prev->second.ns) / 1e9;
+        if (dt > 0) {
+          row["ops_per_s"] = static_cast<double>(f.completed - prev->second.completed) / dt;
+          row["bytes_per_s"] = static_cast<double>(f.bytes_done - prev->second.bytes) / dt;
+          row["rate_window_s"] = dt;
+        }
+      }
+      last_sample_[r.rank] = {f.read_ns, f.completed, f.bytes_done};
+      if (!f.entries.empty()) {
+        const auto& e = f.entries.back();
+        nlohmann::json cur = entry_json(f, e);
+        if (state == "running" && e.state == protocol::flight::State::running && e.waiting)
+          state = "waiting";
+        row["current"] = cur;
+        row["summary"] = describe_entry(f, e);
+      }
+    }
+    row["state"] = state;
+    j["ranks"].push_back(std::move(row));
+  }
+  return j.dump() + "\n";
+}
+
+std::string Runner::stacks_reply() {
+  nlohmann::json j = nlohmann::json::object();
+  const std::string file = write_stacks(report_dir());
+  j["job"] = spec_.job_id;
+  j["file"] = file;
+  if (file.empty()) j["error"] = "no running rank, or the report folder cannot be written";
+  return j.dump() + "\n";
+}
+
+void Runner::on_status_request() {
+  auto req = status_->accept_request();
+  if (!req) return;
+  std::string reply;
+  if (req->what == "status")
+    reply = status_reply();
+  else if (req->what == "stacks")
+    reply = stacks_reply();
+  else
+    reply = R"({"error":"unknown request"})"
+            "\n";
+  StatusSocket::reply(*req, reply);
+}
+
 int Runner::run() {
   install_fault_guard();
   raise_fd_limit(spec_.plan.nodes.at(static_cast<size_t>(spec_.node)).ranks.size());
   JobDir tmp;
+  job_dir_ = tmp.path();
   setup_loop();
+  try {
+    status_ = std::make_unique<StatusSocket>(job_dir_);
+    add_fd(status_->fd(), tag(kStatus));
+  } catch (const std::exception& e) {  // the job runs anyway, without `sparkrun status`
+    log::write(log::Level::warn, "launch", std::string("no status socket: ") + e.what());
+  }
   // Before PMIx creates threads: the watcher is forked from a single-threaded process.
   guard_ = std::make_unique<OrphanGuard>(static_cast<int>(spec_.plan.size));
   const std::string shm_prefix = protocol::shm_segment::job_prefix(spec_.job_id);
@@ -571,6 +771,8 @@ int Runner::run() {
       }
       say("rank " + std::to_string(rank) +
           " aborted: " + (message.empty() ? std::string("(no message)") : message));
+      // A fail-stop timeout's record (failure.cpp: "... (timeout N ms)"): the job is stuck.
+      if (!aborting_ && message.find(" (timeout ") != std::string::npos) timed_out_ = true;
       if (!aborting_ && tracker_.rank_aborted(rank, pid, status, message)) {
         say(tracker_.failure_line());
       }

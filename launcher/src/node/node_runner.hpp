@@ -43,6 +43,11 @@ struct NodeRunSpec {
                                       // launcher's); empty: this process's own
   OutputFormat format;
   std::string output_dir;  // empty: forward to our stdout/stderr
+  // A failed job's report (the ranks' flight recorders, stacks after a timeout) goes to
+  // report_dir (empty: report.JOB_ID in this process's directory) when write_report is set
+  // (the launcher on one host; a node daemon leaves it off).
+  bool write_report = false;
+  std::string report_dir;
   std::optional<double> timeout_s;
   double kill_grace_s = 2.0;
   bool verbose = false;

@@ -74,6 +74,7 @@ std::vector<EnvVar> identity_env(const RankIdentity& id) {
   };
   if (!id.cpuset.empty()) env.emplace_back(names::kCpuset, id.cpuset);
   if (!id.lanes.empty()) env.emplace_back(names::kLanes, id.lanes);
+  if (!id.job_dir.empty()) env.emplace_back(names::kJobDir, id.job_dir);
   return env;
 }
 

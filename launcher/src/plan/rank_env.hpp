@@ -20,9 +20,10 @@ struct RankIdentity {
   int local_size = 1;
   int node_rank = 0;  // index of the rank's node in the job
   std::string job_id;
-  std::string host;    // node name from the host list (not gethostname())
-  std::string cpuset;  // "15-19" when bound, else empty (no SPARK_CPUSET)
-  std::string lanes;   // "rocep1s0f0,..." when chosen, else empty (no SPARK_LANES)
+  std::string host;     // node name from the host list (not gethostname())
+  std::string cpuset;   // "15-19" when bound, else empty (no SPARK_CPUSET)
+  std::string lanes;    // "rocep1s0f0,..." when chosen, else empty (no SPARK_LANES)
+  std::string job_dir;  // the node's job dir (SPARK_JOB_DIR), empty: none
 };
 
 /// Parses one -x argument. "VAR" takes VAR's value from `environment` ("NAME=value"

@@ -216,6 +216,9 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started,
   spec.argv = o.command;
   spec.format = {o.tag_output, o.timestamp_output};
   spec.output_dir = o.output_dir;
+  spec.write_report = true;
+  if (!o.report_dir.empty())
+    spec.report_dir = std::filesystem::absolute(o.report_dir).lexically_normal().string();
   spec.timeout_s = o.timeout_s;
   spec.kill_grace_s = o.kill_grace_s;
   spec.verbose = o.verbose;

@@ -11,17 +11,31 @@ Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() = default;
 
 namespace {
-// SPARK_TRACE: one event per operation (with its seq, bytes and whether it failed).
+// SPARK_TRACE: one event per operation (with its seq, bytes and whether it failed). The flight
+// recorder's entry, opened where the operation begins (CommunicatorImpl::begin), ends here.
+template <class F>
+void recorded(CommunicatorImpl& impl, F&& f) {
+  FlightRecorder* r = impl.recorder();
+  if (r == nullptr) return f();
+  const std::uint64_t begun = r->begun();
+  try {
+    f();
+  } catch (...) {
+    if (r->begun() != begun) r->end(true);
+    throw;
+  }
+  if (r->begun() != begun) r->end(false);
+}
 template <class F>
 void traced(CommunicatorImpl& impl, const char* name, std::uint64_t bytes, F&& f) {
   Trace* t = impl.trace();
   if (t == nullptr) {
-    f();
+    recorded(impl, f);
     return;
   }
   const auto begin = Trace::Clock::now();
   try {
-    f();
+    recorded(impl, f);
   } catch (...) {
     t->op(name, impl.current_seq(), bytes, begin, Trace::Clock::now(), true);
     throw;

@@ -14,6 +14,9 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
   if (!boot_) throw InvalidUsage("CommunicatorImpl: no bootstrap");
   if (options_.timeout_ms == 0) throw InvalidUsage("timeout must be at least 1 ms");
   if (options_.trace_path) trace_ = std::make_unique<Trace>(*options_.trace_path, boot_->rank());
+  if (options_.flight_ops > 0)  // before the wire-up: a job stuck in init's barrier shows it
+    recorder_ =
+        std::make_unique<FlightRecorder>(options_.job_id, boot_->rank(), options_.flight_ops);
   // The folds are process-wide: the communicator built last sets their cap (every level gives
   // the same bits, so ranks need not agree on it).
   const coll::CpuIsa isa = coll::limit_fold_isa(options_.max_cpu_isa);

@@ -16,6 +16,7 @@
 #include "coll/call_desc.hpp"
 #include "coll/copy_tuner.hpp"
 #include "coll/partition.hpp"
+#include "comm/flight_recorder.hpp"
 #include "comm/trace.hpp"
 #include "comm/wait_policy.hpp"
 #include "spark/communicator.hpp"
@@ -101,6 +102,8 @@ class CommunicatorImpl {
 
   /// The SPARK_TRACE writer, or nullptr. current_seq(): the last operation's sequence number.
   Trace* trace() noexcept { return world_->trace_.get(); }
+  /// The SPARK_FLIGHT_RECORDER ring (the world's, shared by every communicator), or nullptr.
+  FlightRecorder* recorder() noexcept { return world_->recorder_.get(); }
   std::uint64_t current_seq() const noexcept { return op_.seq; }
 
   // tuning / measurement
@@ -354,7 +357,9 @@ class CommunicatorImpl {
 
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   CommOptions options_;
-  std::unique_ptr<Trace> trace_;  ///< written when destroyed (after the transports)
+  std::unique_ptr<Trace> trace_;              ///< written when destroyed (after the transports)
+  std::unique_ptr<FlightRecorder> recorder_;  ///< the world's; nullptr: SPARK_FLIGHT_RECORDER=0
+  std::uint16_t recorder_comm_ = 0;           ///< this communicator's name in the recorder
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   /// The world's ranks on this rank's machine (bootstrap::ranks_sharing_machine): with the
   /// node's, those of other "hosts" on the same kernel (network namespaces, containers). Set

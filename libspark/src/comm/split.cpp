@@ -33,6 +33,7 @@ CommunicatorImpl::CommunicatorImpl(CommunicatorImpl& parent, std::vector<int> me
   path_ = std::move(path);
   label_ = std::move(label);
   name_ = std::move(name);
+  if (world_->recorder_) recorder_comm_ = world_->recorder_->add_comm(name_);
   rank_ = rank;
   size_ = static_cast<int>(members_.size());
   node_id_ = parent.node_id_;

@@ -35,6 +35,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
   WaitPolicy& policy = world_->wait_policy_;
   auto& transports = world_->transports_;
   Trace* trace = world_->trace_.get();
+  FlightRecorder* recorder = world_->recorder_.get();
   const auto start = Clock::now();
   // The previous wait's bookkeeping (histogram, cost model), done now that this rank waits
   // anyway: done when that wait ended, it sat between the data's arrival and the next send,
@@ -66,6 +67,7 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
   auto traced = [&](Clock::time_point end) {
     const bool blocked = blocked_at != Clock::time_point{};
     world_->last_wait_ = {blocked ? blocked_at - start : end - start, end - start, blocked, true};
+    if (recorder) recorder->wait_ended(start, end, blocked);
     if (trace)
       trace->wait(op_.name, op_.seq, step, wp, t.lane_name(wp, kind), what, start, Clock::now());
   };
@@ -106,6 +108,10 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
     polls = 1;
     if (blocked_at == Clock::time_point{}) {
       blocked_at = now;
+      // The recorder shows a blocked wait (sparkrun status); one that ends while spinning is
+      // not worth a lane name's copy.
+      if (recorder)
+        recorder->wait_blocked(wp, static_cast<std::uint8_t>(kind), t.lane_name(wp, kind), start);
       // About to block anyway: the moment to look at the machine's load now and then.
       if (policy.load_sample_due(now.time_since_epoch()))
         policy.set_load(now.time_since_epoch(), world_->load_sampler_.runnable_others());
@@ -186,6 +192,10 @@ FailureRecord CommunicatorImpl::commit_failure(const FailureRecord& record) {
         trace_->failure(to_string(rec));
         trace_->flush();  // before abort: it does not return
       }
+      if (recorder_) {
+        recorder_->fail_current();
+        recorder_->keep();
+      }
       if (!leave_deferred_) leave_peers();
       if (options_.report_failures) boot_->abort(1, to_string(rec));
     } else {
@@ -244,6 +254,10 @@ void CommunicatorImpl::fail_external(const FailureRecord& record) noexcept {
   if (failed_.load(std::memory_order_acquire)) return;
   record_ = record;
   failed_.store(true, std::memory_order_release);
+  if (recorder_) {
+    recorder_->fail_current();
+    recorder_->keep();
+  }
   if (trace_) {
     try {
       trace_->failure(to_string(record_));
@@ -262,12 +276,18 @@ void CommunicatorImpl::fail_external(const FailureRecord& record) noexcept {
 void CommunicatorImpl::begin(const char* name, CallDesc call, bool barrier) {
   check_health();
   op_ = Op{name, ++seq_, call, barrier};
+  if (FlightRecorder* r = world_->recorder_.get())
+    r->begin(name, recorder_comm_, op_.seq, call.count * dtype_size(static_cast<DType>(call.dtype)),
+             call.root);
 }
 
 void CommunicatorImpl::begin_p2p(const char* name, CallDesc call, int peer, bool sending) {
   check_health();
   auto& counter = sending ? p2p_send_seq_ : p2p_recv_seq_;
   op_ = Op{name, ++counter[static_cast<std::size_t>(peer)], call, false};
+  if (FlightRecorder* r = world_->recorder_.get())
+    r->begin(name, recorder_comm_, op_.seq, call.count * dtype_size(static_cast<DType>(call.dtype)),
+             world_rank(peer));
 }
 
 void CommunicatorImpl::post(int peer, std::uint32_t step, std::uint32_t piece, const void* data,

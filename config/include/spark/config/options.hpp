@@ -52,6 +52,7 @@ struct CommOptions {
   std::size_t roce_slot_bytes = 256 * 1024;
   std::size_t slots = 8;                  ///< shm and roce
   std::optional<std::string> trace_path;  ///< SPARK_TRACE
+  std::uint32_t flight_ops = 64;          ///< SPARK_FLIGHT_RECORDER (0: off)
   /// The knob rows of scope job (config.hpp, KnobScope) as NAME, value ("" = unset), in table
   /// order: what the wire-up compares across ranks (comm/settings_digest.hpp).
   std::vector<std::pair<std::string, std::string>> job_settings;

@@ -14,5 +14,9 @@ inline constexpr const char* kHost = "SPARK_HOST";             // node identity 
 inline constexpr const char* kCpuset = "SPARK_CPUSET";         // cores the rank is bound to
 inline constexpr const char* kLanes = "SPARK_LANES";           // the rank's NIC lanes
 inline constexpr const char* kRestartCount = "SPARK_RESTART_COUNT";  // 0, then 1 per restart
+inline constexpr const char* kJobDir = "SPARK_JOB_DIR";  // the node's job dir (sparkrun's)
+// The libspark Python package registers faulthandler on SIGRTMIN + this, writing the Python
+// frames to <SPARK_JOB_DIR>/pystacks.r<rank>; sparkrun sends it when it collects stacks.
+inline constexpr int kPyStacksSignalOffset = 5;
 
 }  // namespace spark::protocol::rank_env

@@ -1,0 +1,48 @@
+// Reads the ranks' flight recorders (protocol/flight_recorder.hpp) from /dev/shm on this node:
+// for `sparkrun status` while the job runs, and for the report of a failed job. A rank's
+// segment stays readable while it runs, is stopped and after it died (until sparkrun removes
+// the job's segments); a rank that ended normally took its segment with it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "spark/protocol/flight_recorder.hpp"
+
+namespace spark::launch {
+
+/// One rank's recorder as read at one moment.
+struct RankFlight {
+  int rank = 0;
+  pid_t pid = -1;
+  std::uint64_t begun = 0, completed = 0, bytes_done = 0;
+  std::vector<std::string> comms;
+  std::vector<protocol::flight::Entry> entries;  ///< oldest first; the last is the current
+  std::int64_t read_ns = 0;                      ///< CLOCK_MONOTONIC of the read
+};
+
+/// The recorder of `rank` in job `job_id`, or nullopt when there is none (no libspark rank,
+/// SPARK_FLIGHT_RECORDER=0, ended normally).
+std::optional<RankFlight> read_flight(const std::string& job_id, int rank);
+
+/// An entry as JSON: op, comm, seq, bytes, peer, state, times (ns since its start, seconds
+/// ago), the wait it blocked in.
+nlohmann::json entry_json(const RankFlight& f, const protocol::flight::Entry& e);
+/// The whole recorder as JSON (rank, pid, counters, entries oldest first).
+nlohmann::json flight_json(const RankFlight& f);
+/// One line for an entry: "allreduce seq 42 (world) 8.0 KiB: waiting 3.2 s for data from rank
+/// 2 on shm".
+std::string describe_entry(const RankFlight& f, const protocol::flight::Entry& e);
+
+/// What the recorders say about who diverged first: the rank that is behind the others on a
+/// communicator (its last operation there has a lower seq), and ranks whose operation at the
+/// same seq differs from the others'. Empty when every rank agrees.
+std::vector<std::string> divergence_notes(const std::vector<RankFlight>& ranks);
+
+}  // namespace spark::launch

@@ -1,0 +1,115 @@
+#include "comm/flight_recorder.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+namespace spark {
+
+namespace flight = protocol::flight;
+
+namespace {
+std::int64_t ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+}  // namespace
+
+FlightRecorder::FlightRecorder(const std::string& job_id, int rank, std::uint32_t capacity)
+    : capacity_(capacity), bytes_(flight::segment_bytes(capacity)) {
+  void* mem = MAP_FAILED;
+  if (!job_id.empty()) {
+    name_ = flight::segment_name(job_id, rank);
+    const int fd = ::shm_open(name_.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      if (::ftruncate(fd, static_cast<off_t>(bytes_)) == 0)
+        mem = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      ::close(fd);
+    }
+    if (mem == MAP_FAILED) {  // no /dev/shm: the recorder still works, unseen from outside
+      if (fd >= 0) ::shm_unlink(name_.c_str());
+      name_.clear();
+    }
+  }
+  if (mem == MAP_FAILED)
+    mem = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED)
+    throw std::system_error(errno, std::generic_category(),
+                            "flight recorder: mmap (set SPARK_FLIGHT_RECORDER=0 to go without)");
+  std::memset(mem, 0, bytes_);
+  header_ = static_cast<flight::Header*>(mem);
+  slots_ = flight::entries(header_);
+  header_->capacity = capacity_;
+  header_->rank = rank;
+  header_->pid = static_cast<std::int32_t>(::getpid());
+  add_comm("world");
+  // The magic last: a reader that sees it sees a complete header.
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(header_->magic, flight::kMagic, sizeof flight::kMagic);
+}
+
+FlightRecorder::~FlightRecorder() {
+  // A rank that ends normally takes its ring with it; one that dies leaves it for sparkrun,
+  // which reads it for the failure report and removes it with the job's other segments.
+  if (!name_.empty() && !keep_) ::shm_unlink(name_.c_str());
+  ::munmap(header_, bytes_);
+}
+
+std::uint16_t FlightRecorder::add_comm(std::string_view name) noexcept {
+  const std::uint32_t n = header_->comm_count;
+  if (n >= flight::kMaxComms) return flight::kMaxComms - 1;
+  flight::set_text(header_->comms[n], n + 1 == flight::kMaxComms ? "(later communicators)" : name);
+  header_->comm_count = n + 1;
+  return static_cast<std::uint16_t>(n);
+}
+
+void FlightRecorder::end(bool failed) noexcept {
+  flight::Entry& e = current();
+  {
+    flight::WriteGuard g(e);
+    if (e.state != flight::State::failed)
+      e.state = failed ? flight::State::failed : flight::State::done;
+    e.waiting = 0;
+  }
+  header_->completed.store(header_->completed.load(std::memory_order_relaxed) + 1,
+                           std::memory_order_relaxed);
+  header_->bytes_done.store(header_->bytes_done.load(std::memory_order_relaxed) + e.bytes,
+                            std::memory_order_relaxed);
+}
+
+void FlightRecorder::wait_blocked(int peer, std::uint8_t kind, std::string_view lane,
+                                  std::chrono::steady_clock::time_point since) noexcept {
+  if (header_->begun.load(std::memory_order_relaxed) == 0) return;
+  flight::Entry& e = current();
+  flight::WriteGuard g(e);
+  e.wait_peer = peer;
+  e.wait_kind = kind;
+  e.wait_ns = ns(since);
+  e.waiting = 1;
+  if (e.start_ns == 0) e.start_ns = e.wait_ns;
+  if (e.waits != UINT16_MAX) ++e.waits;
+  flight::set_text(e.lane, lane);
+}
+
+void FlightRecorder::wait_ended(std::chrono::steady_clock::time_point began,
+                                std::chrono::steady_clock::time_point ended,
+                                bool blocked) noexcept {
+  if (header_->begun.load(std::memory_order_relaxed) == 0) return;
+  flight::Entry& e = current();
+  flight::WriteGuard g(e);
+  if (e.start_ns == 0) e.start_ns = ns(began);
+  e.end_ns = ns(ended);
+  if (blocked) e.waiting = 0;
+}
+
+void FlightRecorder::fail_current() noexcept {
+  if (header_->begun.load(std::memory_order_relaxed) == 0) return;
+  flight::Entry& e = current();
+  flight::WriteGuard g(e);
+  e.state = flight::State::failed;
+}
+
+}  // namespace spark

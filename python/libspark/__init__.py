@@ -41,6 +41,28 @@ __all__ = [
     "__version__", "built_with_cuda",
 ]
 
+
+def _python_stacks_on_signal():
+    """Under sparkrun: faulthandler writes every thread's Python frames to the job dir when
+    sparkrun collects stacks (a fail-stop timeout, `sparkrun status --stacks`), beside the
+    native ones. The signal is SIGRTMIN + protocol::rank_env::kPyStacksSignalOffset (5), the
+    file <SPARK_JOB_DIR>/pystacks.r<SPARK_RANK>, as launcher/src/node/stack_dump.cpp reads it."""
+    import faulthandler
+    import os
+    import signal
+    job_dir, rank = os.environ.get("SPARK_JOB_DIR"), os.environ.get("SPARK_RANK")
+    if not job_dir or rank is None or not hasattr(signal, "SIGRTMIN"):
+        return None
+    try:
+        f = open(os.path.join(job_dir, f"pystacks.r{rank}"), "w")
+        faulthandler.register(signal.SIGRTMIN + 5, file=f, all_threads=True)
+    except (OSError, ValueError, RuntimeError):  # not writable, or not the main thread
+        return None
+    return f  # kept open: faulthandler writes to its descriptor
+
+
+_python_stacks_file = _python_stacks_on_signal()
+
 # Importing torch costs about a second: register the backend only for jobs that use torch.
 if "torch" in _sys.modules:
     try:

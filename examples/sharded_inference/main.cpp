@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <iostream>
 #include <memory>
 #include <spark/spark.hpp>
@@ -191,10 +190,9 @@ int main(int argc, char** argv) {
     const auto requests = spark::example::parse_requests(input_text, mc.vocab);
     // Rank 0 opens (checks, repairs) the output (hashing the model can take long: before the
     // barrier, whose deadline is long) and tells every rank where to start; -1 says it
-    // refused, and the other ranks end quietly (rank 0 prints why).
+    // refused (and said why), and every rank ends.
     std::unique_ptr<spark::example::ResultsFile> results;
     std::int64_t first = 0;
-    std::exception_ptr refusal;
     if (comm.rank() == 0 && output != "-") {
       try {
         spark::example::JobRecord job{"sharded_inference",
@@ -217,9 +215,9 @@ int main(int argc, char** argv) {
               std::fprintf(stderr, "sharded_inference: %s\n", note.c_str());
             });
         first = static_cast<std::int64_t>(results->done());
-      } catch (...) {
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "sharded_inference: error: %s\n", e.what());
         first = -1;
-        refusal = std::current_exception();
       }
       if (first > 0)
         std::fprintf(stderr, "sharded_inference: resuming '%s': %lld of %zu requests done\n",
@@ -228,8 +226,7 @@ int main(int argc, char** argv) {
     comm.barrier();  // loading is skewed between ranks; the communication timeout starts here
     const double load_s = seconds(Clock::now() - t_load);
     comm.broadcast(&first, 1, spark::DType::i64, 0);
-    if (refusal) std::rethrow_exception(refusal);
-    if (first < 0) return 1;
+    if (first < 0) return comm.rank() == 0 ? 1 : 0;  // rank 0's status reports the refusal
 
     Clock::duration in_coll{};
     std::size_t n_allreduce = 0, bytes = 0;

@@ -7,7 +7,7 @@
 # 1. Clean cables, --json: the document validates against the schema; every cable has an ok
 #    entry each way whose interface counters show at least its payload; exit 2 (the host
 #    checks FAIL: no RDMA device).
-# 2. One direction of one cable policed with an iptables hashlimit (this kernel has no tbf or
+# 2. One direction of one cable policed with an iptables hashlimit (4 MB/s) (this kernel has no tbf or
 #    netem): the table's first lines name that cable and direction FAIL, the other five are ok.
 # 3. One end of a cable at MTU 1500 (the others 9000): a path MTU FAIL row naming both ends
 #    and values; without it, none.
@@ -67,9 +67,9 @@ assert doc["exit_code"] == 2
 print("clean: 6 directions ok, counters cover the payload, schema valid")
 PY
 
-# 2. Police the cable 0-1 in the direction 0 -> 1 (arrivals on host 1's "to0") at 2 MB/s.
-ip netns exec "${pfx}1" iptables -A INPUT -i to0 -p tcp -m hashlimit --hashlimit-above 2mb/s \
-  --hashlimit-burst 1mb --hashlimit-mode dstip --hashlimit-name "${pfx}p" -j DROP ||
+# 2. Police the cable 0-1 in the direction 0 -> 1 (arrivals on host 1's "to0") at 4 MB/s.
+ip netns exec "${pfx}1" iptables -A INPUT -i to0 -p tcp -m hashlimit --hashlimit-above 4mb/s \
+  --hashlimit-burst 5mb --hashlimit-mode dstip --hashlimit-name "${pfx}p" -j DROP ||
   fail "could not add the policer"
 doctor --bandwidth --seconds 1 --link-gbps 0.4; rc=$?
 cat "$out/o"

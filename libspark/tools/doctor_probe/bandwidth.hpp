@@ -99,8 +99,9 @@ int netdev_mtu(const std::string& sysfs, const std::string& netdev);
 
 /// The tcp stream of one direction over a connection both ends reached with the test's hello
 /// (connect_with_hello / accept_with_hello): the sender writes for `seconds`, the receiver
-/// counts until the sender's end and closes. Each end fills its StreamEnd (counters read after
-/// the receiver's go, so the hello's bytes are not counted). Bounded by `deadline`.
+/// counts until the sender's end (or 300 ms before `deadline`: a slow link may not deliver
+/// what the sender queued in time) and closes. Each end fills its StreamEnd (counters read
+/// after the receiver's go, so the hello's bytes are not counted). Bounded by `deadline`.
 StreamEnd stream_send(int fd, int test, const std::string& sysfs, const std::string& netdev,
                       std::chrono::milliseconds seconds,
                       std::chrono::steady_clock::time_point deadline);

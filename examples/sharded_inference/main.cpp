@@ -181,8 +181,10 @@ int main(int argc, char** argv) {
     if (model_path.empty())
       throw std::invalid_argument("--model is required (make one with --make-model PATH)");
 
+    const auto t_init = Clock::now();
     auto comm = spark::init();
     const auto t_load = Clock::now();
+    const double init_s = seconds(t_load - t_init);
     spark::example::SafetensorsFile file(model_path);
     spark::example::ShardedModel model(file, comm.rank(), comm.size(), reduce == "exact");
     const ModelConfig& mc = model.config();
@@ -304,11 +306,12 @@ int main(int argc, char** argv) {
       const std::string resumed =
           start > 0 ? " (" + std::to_string(start) + " more were done before)" : "";
       std::fprintf(stderr,
-                   "summary: %zu requests on %d ranks%s in %.3f s (load %.3f s): %.1f requests/s, "
+                   "summary: %zu requests on %d ranks%s in %.3f s (init %.3f s, load %.3f s): %.1f "
+                   "requests/s, "
                    "%.0f generated tokens/s, %.0f tokens/s with prompts\n"
                    "summary: rank 0 time: compute %.3f s (%.0f%%), collectives %.3f s (%.0f%%): "
                    "%zu allreduces, %.1f MB (--reduce %s)\n",
-                   ran, comm.size(), resumed.c_str(), total, load_s, n / t,
+                   ran, comm.size(), resumed.c_str(), total, init_s, load_s, n / t,
                    static_cast<double>(gen_tokens) / t,
                    static_cast<double>(gen_tokens + prompt_tokens) / t, total - coll,
                    100.0 * (total - coll) / t, coll, 100.0 * coll / t, n_allreduce,

@@ -50,6 +50,10 @@ std::string comm_name(const RankFlight& f, const flight::Entry& e) {
   return e.comm < f.comms.size() ? f.comms[e.comm] : "comm #" + std::to_string(e.comm);
 }
 
+std::string op_name(const RankFlight& f, const flight::Entry& e) {
+  return e.op < f.ops.size() ? f.ops[e.op] : "op #" + std::to_string(e.op);
+}
+
 }  // namespace
 
 std::optional<RankFlight> read_flight(const std::string& job_id, int rank) {
@@ -76,12 +80,21 @@ std::optional<RankFlight> read_flight(const std::string& job_id, int rank) {
     f.bytes_done = h->bytes_done.load(std::memory_order_relaxed);
     const std::uint32_t comms = std::min<std::uint32_t>(h->comm_count, flight::kMaxComms);
     for (std::uint32_t i = 0; i < comms; ++i) f.comms.push_back(text(h->comms[i], 40));
+    const std::uint32_t ops = std::min<std::uint32_t>(h->op_count, flight::kMaxOps);
+    for (std::uint32_t i = 0; i < flight::kMaxOps; ++i)
+      if (i < ops || h->ops[i][0] != 0) f.ops.push_back(text(h->ops[i], 16));
     const std::uint64_t n = std::min<std::uint64_t>(f.begun, h->capacity);
-    const flight::Entry* slots = flight::entries(h);
     for (std::uint64_t i = f.begun - n; i < f.begun; ++i) {
-      flight::Entry e;
+      RankFlight::Op op;
+      char lane[flight::kLaneBytes];
       // A slot the rank is rewriting (or died rewriting) is left out.
-      if (flight::read_entry(slots[i % h->capacity], e)) f.entries.push_back(e);
+      if (!flight::read_entry(h, i % h->capacity, op.e, lane)) continue;
+      op.lane = lane;
+      // Only a failure is written; the counter says whether the current one returned.
+      op.state = op.e.failed                                 ? flight::State::failed
+                 : i + 1 == f.begun && f.completed < f.begun ? flight::State::running
+                                                             : flight::State::done;
+      f.entries.push_back(std::move(op));
     }
     out = std::move(f);
   }
@@ -89,14 +102,15 @@ std::optional<RankFlight> read_flight(const std::string& job_id, int rank) {
   return out;
 }
 
-json entry_json(const RankFlight& f, const flight::Entry& e) {
+json entry_json(const RankFlight& f, const RankFlight::Op& op) {
+  const flight::Entry& e = op.e;
   json j = json::object();
-  j["op"] = text(e.op, sizeof e.op);
+  j["op"] = op_name(f, e);
   j["comm"] = comm_name(f, e);
   j["seq"] = e.seq;
   j["bytes"] = e.bytes;
   j["peer"] = e.peer;
-  j["state"] = flight::state_name(e.state);
+  j["state"] = flight::state_name(op.state);
   auto ago = [&](std::int64_t t) { return static_cast<double>(f.read_ns - t) / 1e9; };
   j["start_s_ago"] = e.start_ns ? json(ago(e.start_ns)) : json(nullptr);
   j["end_s_ago"] = e.end_ns ? json(ago(e.end_ns)) : json(nullptr);
@@ -105,7 +119,7 @@ json entry_json(const RankFlight& f, const flight::Entry& e) {
     json w = json::object();
     w["what"] = flight::wait_name(e.wait_kind);
     w["peer"] = e.wait_peer;
-    w["lane"] = text(e.lane, sizeof e.lane);
+    w["lane"] = op.lane;
     w["waiting"] = e.waiting != 0;
     w["began_s_ago"] = ago(e.wait_ns);
     w["seconds"] =
@@ -123,12 +137,13 @@ json flight_json(const RankFlight& f) {
   j["operations_completed"] = f.completed;
   j["bytes_completed"] = f.bytes_done;
   j["operations"] = json::array();
-  for (const auto& e : f.entries) j["operations"].push_back(entry_json(f, e));
+  for (const auto& op : f.entries) j["operations"].push_back(entry_json(f, op));
   return j;
 }
 
-std::string describe_entry(const RankFlight& f, const flight::Entry& e) {
-  std::string s = text(e.op, sizeof e.op) + " seq " + std::to_string(e.seq);
+std::string describe_entry(const RankFlight& f, const RankFlight::Op& op) {
+  const flight::Entry& e = op.e;
+  std::string s = op_name(f, e) + " seq " + std::to_string(e.seq);
   const std::string comm = comm_name(f, e);
   if (comm != "world") s += " (" + comm + ")";
   s += " " + human_bytes(e.bytes);
@@ -136,13 +151,13 @@ std::string describe_entry(const RankFlight& f, const flight::Entry& e) {
   const auto since = [&](std::int64_t t) { return static_cast<double>(f.read_ns - t) / 1e9; };
   if (e.wait_ns != 0 && e.waiting != 0) {
     s += ": waiting " + seconds(since(e.wait_ns)) + " for " + flight::wait_name(e.wait_kind) +
-         " rank " + std::to_string(e.wait_peer) + " on " + text(e.lane, sizeof e.lane);
+         " rank " + std::to_string(e.wait_peer) + " on " + op.lane;
   } else {
-    s += std::string(": ") + flight::state_name(e.state);
+    s += std::string(": ") + flight::state_name(op.state);
     if (e.wait_ns != 0)
       s += ", last blocked " + seconds(static_cast<double>(e.end_ns - e.wait_ns) / 1e9) + " for " +
            flight::wait_name(e.wait_kind) + " rank " + std::to_string(e.wait_peer) + " on " +
-           text(e.lane, sizeof e.lane);
+           op.lane;
   }
   return s;
 }
@@ -160,12 +175,13 @@ std::vector<std::string> divergence_notes(const std::vector<RankFlight>& ranks) 
   std::map<std::string, std::vector<Last>> by_comm;
   for (const auto& f : ranks) {
     std::map<std::string, Last> mine;
-    for (const auto& e : f.entries) {
-      if (e.peer >= 0 && (std::strcmp(e.op, "send") == 0 || std::strcmp(e.op, "recv") == 0))
-        continue;
+    for (const auto& op : f.entries) {
+      const flight::Entry& e = op.e;
+      const std::string name = op_name(f, e);
+      if (name == "send" || name == "recv") continue;
       Last& l = mine.try_emplace(comm_name(f, e), Last{f.rank, 0, "", {}}).first->second;
       l.seq = e.seq;
-      l.op = text(e.op, sizeof e.op);
+      l.op = name;
       l.ops[e.seq] = l.op;
     }
     for (auto& [comm, l] : mine) by_comm[comm].push_back(std::move(l));

@@ -22,9 +22,14 @@ struct RankFlight {
   int rank = 0;
   pid_t pid = -1;
   std::uint64_t begun = 0, completed = 0, bytes_done = 0;
-  std::vector<std::string> comms;
-  std::vector<protocol::flight::Entry> entries;  ///< oldest first; the last is the current
-  std::int64_t read_ns = 0;                      ///< CLOCK_MONOTONIC of the read
+  std::vector<std::string> comms, ops;  ///< the header's name tables
+  struct Op {
+    protocol::flight::Entry e;
+    std::string lane;  ///< of its last blocked wait
+    protocol::flight::State state;
+  };
+  std::vector<Op> entries;   ///< oldest first; the last is the current
+  std::int64_t read_ns = 0;  ///< CLOCK_MONOTONIC of the read
 };
 
 /// The recorder of `rank` in job `job_id`, or nullopt when there is none (no libspark rank,
@@ -33,12 +38,12 @@ std::optional<RankFlight> read_flight(const std::string& job_id, int rank);
 
 /// An entry as JSON: op, comm, seq, bytes, peer, state, times (ns since its start, seconds
 /// ago), the wait it blocked in.
-nlohmann::json entry_json(const RankFlight& f, const protocol::flight::Entry& e);
+nlohmann::json entry_json(const RankFlight& f, const RankFlight::Op& op);
 /// The whole recorder as JSON (rank, pid, counters, entries oldest first).
 nlohmann::json flight_json(const RankFlight& f);
 /// One line for an entry: "allreduce seq 42 (world) 8.0 KiB: waiting 3.2 s for data from rank
 /// 2 on shm".
-std::string describe_entry(const RankFlight& f, const protocol::flight::Entry& e);
+std::string describe_entry(const RankFlight& f, const RankFlight::Op& op);
 
 /// What the recorders say about who diverged first: the rank that is behind the others on a
 /// communicator (its last operation there has a lower seq), and ranks whose operation at the

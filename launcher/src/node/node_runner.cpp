@@ -698,7 +698,7 @@ std::string Runner::status_reply() {
       if (!f.entries.empty()) {
         const auto& e = f.entries.back();
         nlohmann::json cur = entry_json(f, e);
-        if (state == "running" && e.state == protocol::flight::State::running && e.waiting)
+        if (state == "running" && e.state == protocol::flight::State::running && e.e.waiting)
           state = "waiting";
         row["current"] = cur;
         row["summary"] = describe_entry(f, e);

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -66,24 +67,10 @@ std::uint16_t FlightRecorder::add_comm(std::string_view name) noexcept {
   return static_cast<std::uint16_t>(n);
 }
 
-void FlightRecorder::end(bool failed) noexcept {
-  flight::Entry& e = current();
-  {
-    flight::WriteGuard g(e);
-    if (e.state != flight::State::failed)
-      e.state = failed ? flight::State::failed : flight::State::done;
-    e.waiting = 0;
-  }
-  header_->completed.store(header_->completed.load(std::memory_order_relaxed) + 1,
-                           std::memory_order_relaxed);
-  header_->bytes_done.store(header_->bytes_done.load(std::memory_order_relaxed) + e.bytes,
-                            std::memory_order_relaxed);
-}
-
 void FlightRecorder::wait_blocked(int peer, std::uint8_t kind, std::string_view lane,
                                   std::chrono::steady_clock::time_point since) noexcept {
-  if (header_->begun.load(std::memory_order_relaxed) == 0) return;
-  flight::Entry& e = current();
+  if (current_ == nullptr) return;
+  flight::Entry& e = *current_;
   flight::WriteGuard g(e);
   e.wait_peer = peer;
   e.wait_kind = kind;
@@ -91,25 +78,46 @@ void FlightRecorder::wait_blocked(int peer, std::uint8_t kind, std::string_view 
   e.waiting = 1;
   if (e.start_ns == 0) e.start_ns = e.wait_ns;
   if (e.waits != UINT16_MAX) ++e.waits;
-  flight::set_text(e.lane, lane);
+  char* text = flight::lane_of(header_, static_cast<std::size_t>(&e - slots_));
+  const std::size_t n = std::min(lane.size(), flight::kLaneBytes - 1);
+  std::memcpy(text, lane.data(), n);
+  text[n] = 0;
 }
 
-void FlightRecorder::wait_ended(std::chrono::steady_clock::time_point began,
-                                std::chrono::steady_clock::time_point ended,
-                                bool blocked) noexcept {
-  if (header_->begun.load(std::memory_order_relaxed) == 0) return;
-  flight::Entry& e = current();
+void FlightRecorder::wait_unblocked(std::chrono::steady_clock::time_point ended) noexcept {
+  flight::Entry& e = *current_;
   flight::WriteGuard g(e);
-  if (e.start_ns == 0) e.start_ns = ns(began);
   e.end_ns = ns(ended);
-  if (blocked) e.waiting = 0;
+  e.waiting = 0;
 }
 
 void FlightRecorder::fail_current() noexcept {
-  if (header_->begun.load(std::memory_order_relaxed) == 0) return;
-  flight::Entry& e = current();
+  if (current_ == nullptr) return;
+  flight::Entry& e = *current_;
   flight::WriteGuard g(e);
-  e.state = flight::State::failed;
+  e.failed = 1;
+}
+
+std::uint8_t FlightRecorder::op_index_of(const char* op) noexcept {
+  std::size_t i = 0;
+  while (i < op_names_.size() && op_names_[i] != op) ++i;
+  if (i == op_names_.size()) {
+    if (i + 1 >= flight::kMaxOps) {  // the table is full: the last row says so
+      i = flight::kMaxOps - 1;
+      flight::set_text(header_->ops[i], "(other)");
+    } else {
+      try {
+        op_names_.push_back(op);
+      } catch (...) {
+        return 0;
+      }
+      flight::set_text(header_->ops[i], op);
+      header_->op_count = static_cast<std::uint32_t>(op_names_.size());
+    }
+  }
+  last_op_ = op;
+  last_op_index_ = static_cast<std::uint8_t>(i);
+  return last_op_index_;
 }
 
 }  // namespace spark

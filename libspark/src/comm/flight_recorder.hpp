@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "spark/protocol/flight_recorder.hpp"
 
@@ -28,8 +29,12 @@ class FlightRecorder {
   /// An operation begins (no clock read: see the layout's cost rule).
   void begin(const char* op, std::uint16_t comm, std::uint64_t seq, std::uint64_t bytes,
              std::int32_t peer) noexcept {
-    const std::uint64_t n = header_->begun.load(std::memory_order_relaxed);
-    protocol::flight::Entry& e = slots_[n % capacity_];
+    const std::uint8_t op_index = op == last_op_ ? last_op_index_ : op_index_of(op);
+    // The writer's state in locals, written back at the end: stores into the shared slot may
+    // alias anything and would make the compiler reload every member after each.
+    const std::uint32_t slot = next_;
+    protocol::flight::Entry& e = slots_[slot];
+    const std::uint64_t begun = begun_ + 1;
     {
       protocol::flight::WriteGuard g(e);
       e.seq = seq;
@@ -37,23 +42,29 @@ class FlightRecorder {
       e.start_ns = e.end_ns = e.wait_ns = 0;
       e.peer = peer;
       e.wait_peer = -1;
-      e.state = protocol::flight::State::running;
+      e.op = op_index;
+      e.failed = 0;
+      e.waiting = 0;
       e.wait_kind = 0;
       e.comm = comm;
-      e.waiting = 0;
       e.waits = 0;
-      std::size_t i = 0;
-      for (; i + 1 < sizeof e.op && op[i] != 0; ++i) e.op[i] = op[i];
-      e.op[i] = 0;
-      e.lane[0] = 0;
     }
-    header_->begun.store(n + 1, std::memory_order_release);
+    header_->begun.store(begun, std::memory_order_release);
+    next_ = slot + 1 == capacity_ ? 0 : slot + 1;  // no division on the hot path
+    current_ = &e;
+    begun_ = begun;
   }
   /// How many operations began: a caller compares before and after to know whether its call
   /// got as far as begin().
-  std::uint64_t begun() const noexcept { return header_->begun.load(std::memory_order_relaxed); }
+  std::uint64_t begun() const noexcept { return begun_; }
   /// The current operation returned (or threw).
-  void end(bool failed) noexcept;
+  void end(bool failed) noexcept {
+    // The reader takes "done" from the counter; only a failure is written into the slot.
+    if (failed) fail_current();
+    bytes_done_ += current_->bytes;
+    header_->completed.store(++completed_, std::memory_order_relaxed);
+    header_->bytes_done.store(bytes_done_, std::memory_order_relaxed);
+  }
   /// The rank failed: the current operation is marked failed and the segment stays after the
   /// process (sparkrun reads it for the report and removes it with the job's segments).
   void fail_current() noexcept;
@@ -64,12 +75,24 @@ class FlightRecorder {
                     std::chrono::steady_clock::time_point since) noexcept;
   /// A wait of the current operation ended; `blocked`: it had called wait_blocked.
   void wait_ended(std::chrono::steady_clock::time_point began,
-                  std::chrono::steady_clock::time_point ended, bool blocked) noexcept;
+                  std::chrono::steady_clock::time_point ended, bool blocked) noexcept {
+    if (current_ == nullptr) return;
+    if (blocked) return wait_unblocked(ended);
+    // Two 8-byte stores of their own: the common wait (it ended while spinning) pays no
+    // seqlock round.
+    if (current_->start_ns == 0)
+      std::atomic_ref<std::int64_t>(current_->start_ns)
+          .store(std::chrono::nanoseconds(began.time_since_epoch()).count(),
+                 std::memory_order_relaxed);
+    std::atomic_ref<std::int64_t>(current_->end_ns)
+        .store(std::chrono::nanoseconds(ended.time_since_epoch()).count(),
+               std::memory_order_relaxed);
+  }
 
  private:
-  protocol::flight::Entry& current() noexcept {
-    return slots_[(header_->begun.load(std::memory_order_relaxed) - 1) % capacity_];
-  }
+  void wait_unblocked(std::chrono::steady_clock::time_point ended) noexcept;
+  /// The index of an operation name in the header's table (added when new).
+  std::uint8_t op_index_of(const char* op) noexcept;
 
   std::string name_;  ///< shm_open name; empty: private memory
   bool keep_ = false;
@@ -77,6 +100,13 @@ class FlightRecorder {
   std::size_t bytes_;
   protocol::flight::Header* header_ = nullptr;
   protocol::flight::Entry* slots_ = nullptr;
+  // The writer's own copies (the shared header is only written).
+  std::vector<const char*> op_names_;  ///< the literals of Header::ops, by index
+  const char* last_op_ = nullptr;      ///< the previous operation's name and its index
+  std::uint8_t last_op_index_ = 0;
+  std::uint32_t next_ = 0;  ///< the slot the next operation takes
+  protocol::flight::Entry* current_ = nullptr;
+  std::uint64_t begun_ = 0, completed_ = 0, bytes_done_ = 0;
 };
 
 }  // namespace spark

@@ -7,8 +7,8 @@
 // communicator), any number of readers: each slot is a seqlock (version odd while written), so
 // a reader copies a slot and keeps it only when the version was even and unchanged.
 //
-// Cost rule: the hot path (an operation that never has to wait) writes only identity fields
-// and counters, never reads a clock (a clock read is 25-115 ns on the development VM, against
+// Cost rule: the hot path (an operation that never has to wait) writes one 64-byte entry and
+// the counters, never reads a clock (a clock read is 25-115 ns on the development VM, against
 // a 1 KiB shm allreduce of ~0.75 us and a 2 % budget). Times come from the wait point, which
 // reads the clock anyway: an entry's start is when its first wait began, its end when its
 // last wait ended; an operation that never waited has neither.
@@ -25,29 +25,24 @@
 
 namespace spark::protocol::flight {
 
-inline constexpr char kMagic[8] = {'S', 'P', 'K', 'F', 'L', 'T', '0', '1'};
+inline constexpr char kMagic[8] = {'S', 'P', 'K', 'F', 'L', 'T', '0', '2'};
 inline constexpr std::uint32_t kMaxComms = 16;  ///< names kept; later communicators share the last
 
-/// An entry's state.
-enum class State : std::uint8_t { empty = 0, running = 1, done = 2, failed = 3 };
+/// An entry's state, as the reader derives it (the writer stores only `failed`).
+enum class State : std::uint8_t { running, done, failed };
 inline const char* state_name(State s) {
-  switch (s) {
-    case State::running:
-      return "running";
-    case State::done:
-      return "done";
-    case State::failed:
-      return "failed";
-    default:
-      return "empty";
-  }
+  return s == State::running ? "running" : s == State::done ? "done" : "failed";
 }
 /// What a blocked wait waits for (libspark's transport::WaitKind).
 inline const char* wait_name(std::uint8_t kind) {
   return kind == 0 ? "data from" : kind == 1 ? "slot at" : "send to";
 }
 
-/// One operation. Times are CLOCK_MONOTONIC nanoseconds (std::chrono::steady_clock), 0: none.
+inline constexpr std::uint32_t kMaxOps = 32;  ///< operation names kept; later ones share the last
+inline constexpr std::size_t kLaneBytes = 48;
+
+/// One operation: one cache line, the fields an operation that never blocks writes in a few
+/// wide stores. Times are CLOCK_MONOTONIC nanoseconds (std::chrono::steady_clock), 0: none.
 struct Entry {
   std::uint64_t version;   ///< seqlock (through std::atomic_ref): odd while the writer is inside
   std::uint64_t seq;       ///< the communicator's (per-peer for send/recv)
@@ -57,18 +52,18 @@ struct Entry {
   std::int64_t wait_ns;    ///< its last blocked wait began (0: none blocked)
   std::int32_t peer;       ///< send/recv peer, broadcast root; -1: every rank
   std::int32_t wait_peer;  ///< world rank of the blocked wait (-1)
-  State state;
+  std::uint8_t op;         ///< index into Header::ops
+  std::uint8_t failed;     ///< the operation threw, or the rank failed in it
+  std::uint8_t waiting;    ///< 1 while its blocked wait lasts
   std::uint8_t wait_kind;  ///< wait_name
   std::uint16_t comm;      ///< index into Header::comms
-  std::uint8_t waiting;    ///< 1 while that wait lasts
-  std::uint8_t reserved;
-  std::uint16_t waits;  ///< waits that blocked in this operation (saturates)
-  char op[16];          ///< "allreduce", "send", ...
-  char lane[48];        ///< lane of the last blocked wait: "shm", "tcp:1"
+  std::uint16_t waits;     ///< waits that blocked in this operation (saturates)
 };
-static_assert(sizeof(Entry) == 128);
+static_assert(sizeof(Entry) == 64);
 static_assert(std::is_trivially_copyable_v<Entry>);
 
+/// The segment: Header, `capacity` Entry slots, then per slot the lane text of its last
+/// blocked wait (written only when a wait blocks, under the slot's seqlock).
 struct Header {
   char magic[8];
   std::uint32_t capacity;
@@ -78,19 +73,28 @@ struct Header {
   std::atomic<std::uint64_t> begun;       ///< operations begun; the current is (begun-1) % capacity
   std::atomic<std::uint64_t> completed;   ///< operations that returned
   std::atomic<std::uint64_t> bytes_done;  ///< bytes of those
-  char comms[kMaxComms][40];              ///< communicator names ("world", "comm 1 (color 0, ...")
-  char reserved[16];
+  std::uint32_t op_count;
+  std::uint32_t reserved0;
+  char comms[kMaxComms][40];  ///< communicator names ("world", "comm 1 (color 0, ...")
+  char ops[kMaxOps][16];      ///< operation names ("allreduce", "send", ...)
+  char reserved[8];
 };
 static_assert(sizeof(Header) % 64 == 0);
 
 inline std::size_t segment_bytes(std::uint32_t capacity) {
-  return sizeof(Header) + std::size_t{capacity} * sizeof(Entry);
+  return sizeof(Header) + std::size_t{capacity} * (sizeof(Entry) + kLaneBytes);
 }
 inline Entry* entries(Header* h) {
   return reinterpret_cast<Entry*>(reinterpret_cast<char*>(h) + sizeof(Header));
 }
 inline const Entry* entries(const Header* h) {
   return reinterpret_cast<const Entry*>(reinterpret_cast<const char*>(h) + sizeof(Header));
+}
+inline char* lane_of(Header* h, std::size_t slot) {
+  return reinterpret_cast<char*>(entries(h) + h->capacity) + slot * kLaneBytes;
+}
+inline const char* lane_of(const Header* h, std::size_t slot) {
+  return reinterpret_cast<const char*>(entries(h) + h->capacity) + slot * kLaneBytes;
 }
 
 /// The shm_open name of `rank`'s recorder in job `job_id`.
@@ -122,16 +126,23 @@ struct WriteGuard {
   std::uint64_t v_;
 };
 
-/// A consistent copy of a slot, or false when the writer kept changing it (after `tries`).
-inline bool read_entry(const Entry& e, Entry& out, int tries = 100) {
+/// A consistent copy of slot `slot` and its lane text, or false when the writer kept changing
+/// it (after `tries`) or died inside it.
+inline bool read_entry(const Header* h, std::size_t slot, Entry& out, char (&lane)[kLaneBytes],
+                       int tries = 100) {
+  const Entry& e = entries(h)[slot];
   // atomic_ref needs a non-const object; the reader never writes through it.
   std::atomic_ref<std::uint64_t> version(const_cast<std::uint64_t&>(e.version));
   for (int i = 0; i < tries; ++i) {
     const std::uint64_t v1 = version.load(std::memory_order_acquire);
     if (v1 & 1) continue;
     std::memcpy(&out, &e, sizeof(Entry));
+    std::memcpy(lane, lane_of(h, slot), kLaneBytes);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (version.load(std::memory_order_relaxed) == v1) return true;
+    if (version.load(std::memory_order_relaxed) == v1) {
+      lane[kLaneBytes - 1] = 0;
+      return true;
+    }
   }
   return false;
 }

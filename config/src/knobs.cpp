@@ -213,6 +213,11 @@ constexpr Knob kKnobs[] = {
      "shared memory that sparkrun reads: `sparkrun status` and the report of a failed job "
      "show them. 0: no recorder.",
      KnobType::integer, KnobOrigin::user, 0, 65536, {}, &fill<&CommOptions::flight_ops>},
+    {"SPARK_REPORT_DIR", "path", "",
+     "Where sparkrun makes a failed job's report folder (report.JOBID: the ranks' flight "
+     "recorders, stacks after a timeout) when --report-dir is not given. Unset: sparkrun's "
+     "directory.",
+     KnobType::path, KnobOrigin::user, 0, 0, {}},
     {"SPARK_TOPOLOGY_XML", "path", "",
      "Load the hwloc topology from this XML file instead of discovering the machine.",
      KnobType::path, KnobOrigin::user, 0, 0, {}},

@@ -110,8 +110,8 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
   add(app.add_option("--report-dir", o_.report_dir,
                      "Where a failed job's report goes: every rank's flight recorder "
                      "(flight.json) and, after a timeout, their stacks (stacks.txt) (default: "
-                     "report.JOBID in this directory; written only when there is something to "
-                     "report)")
+                     "report.JOBID in $SPARK_REPORT_DIR or this directory; written only when "
+                     "there is something to report)")
           ->type_name("DIR"));
   add(app.add_option("--timeout", timeout_text_, "Stop the whole job after SECONDS and exit 124")
           ->type_name("SECONDS"));

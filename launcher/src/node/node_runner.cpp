@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -583,7 +584,10 @@ std::vector<RankFlight> Runner::read_flights() {
 std::string Runner::report_dir() const {
   if (!spec_.report_dir.empty()) return spec_.report_dir;
   std::error_code ec;
-  return (std::filesystem::current_path(ec) / ("report." + spec_.job_id)).string();
+  const char* parent = std::getenv("SPARK_REPORT_DIR");
+  const std::filesystem::path base =
+      parent && *parent ? std::filesystem::absolute(parent, ec) : std::filesystem::current_path(ec);
+  return (base / ("report." + spec_.job_id)).string();
 }
 
 std::string Runner::write_stacks(const std::string& dir) {

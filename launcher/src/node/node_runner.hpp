@@ -44,7 +44,8 @@ struct NodeRunSpec {
   OutputFormat format;
   std::string output_dir;  // empty: forward to our stdout/stderr
   // A failed job's report (the ranks' flight recorders, stacks after a timeout) goes to
-  // report_dir (empty: report.JOB_ID in this process's directory) when write_report is set
+  // report_dir (empty: report.JOB_ID in $SPARK_REPORT_DIR, else in this process's directory)
+  // when write_report is set
   // (the launcher on one host; a node daemon leaves it off).
   bool write_report = false;
   std::string report_dir;

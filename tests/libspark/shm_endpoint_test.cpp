@@ -94,9 +94,10 @@ TEST(ShmEndpoint, CrossMemoryOff) {
   // The peer may still reach rank 0; the call's agreement (coll/collectives.cpp) makes both
   // fall back.
   p.t1.attach(0, p.t0.endpoint());
-  if (std::getenv("SPARK_TEST_EMULATED") == nullptr) {
-    EXPECT_TRUE(p.t1.can_access_peer(0));
-  }
+  if (!p.t1.can_access_peer(0) && std::getenv("SPARK_TEST_EMULATED") != nullptr)
+    GTEST_SKIP() << "qemu-user: the emulator's addresses are not the host's (the probe's case); "
+                    "rank 0's side, off by SPARK_SHM_CMA, was checked";
+  EXPECT_TRUE(p.t1.can_access_peer(0));
 }
 
 TEST(ShmEndpoint, AttachRefusesMalformed) {

@@ -152,11 +152,11 @@ for t in shm tcp; do
   run_case sparkrun_interrupted "$t" interrupt healthy 1000000
 done
 echo "$checked jobs ended at every stage, footprint empty after each; $in_window kills hit rank 0 inside wire-up with its shm segment linked"
-# A starved job (rank 0 not started in 20 s) says nothing about the window; one that raced
-# past it every time is worth a rerun.
-if [ "$in_window" -lt 1 ] && [ "$starved" = 1 ]; then
-  echo "note: the wire-up window was not reached: rank 0 had not started within 20 s (the job was starved by other work at nice 15); every case's footprint was checked"
-else
-  [ "$in_window" -ge 1 ] || fail "no kill hit the wire-up window (the machine raced through it): rerun"
+# A starved job (rank 0 not started in 20 s) says nothing about the window: the test has not
+# checked what it claims, so it skips (77) instead of passing; one that raced past the window
+# every time is worth a rerun.
+if [ "$in_window" -lt 1 ]; then
+  [ "$starved" = 1 ] && { echo "SKIP: the wire-up window was not reached: rank 0 had not started within 20 s (the job was starved by other work at nice 15); the footprint of the $checked other jobs was checked"; exit 77; }
+  fail "no kill hit the wire-up window (the machine raced through it): rerun"
 fi
 echo PASS

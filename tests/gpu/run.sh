@@ -60,7 +60,7 @@ say "built ${targets[*]} in $(( $(date +%s) - start )) s"
 # In-process test "ranks" are kernels in one context that wait on each other: load eagerly.
 export CUDA_MODULE_LOADING=EAGER
 set +e
-(cd "$build" && ctest -L gpu --output-on-failure --timeout 300) >"$build/ctest-gpu.log" 2>&1
+(cd "$build" && ctest -L gpu --no-tests=error --output-on-failure --timeout 300) >"$build/ctest-gpu.log" 2>&1
 status=$?
 set -e
 [[ $status -eq 0 ]] || status=1

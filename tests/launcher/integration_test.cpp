@@ -455,8 +455,27 @@ TEST(LauncherJob, OutputDirAndExports) {
 }
 
 TEST(LauncherJob, OversubscribeAllowsMoreRanksThanSlots) {
-  Result r = sparkrun({"--host", "localhost:1", "-n", "2", "--oversubscribe", "/bin/true"});
-  EXPECT_EQ(r.code, 0) << r.err;
+  // Both ranks start, on the one host of one slot, with their identity; without the flag the
+  // same job is refused (BadInputStartsNothing checks that nothing starts then).
+  const std::vector<std::string> job = {"--host",
+                                        "localhost:1",
+                                        "-n",
+                                        "2",
+                                        "--tag-output",
+                                        "/bin/sh",
+                                        "-c",
+                                        "echo rank $SPARK_RANK of $SPARK_SIZE on $SPARK_HOST local "
+                                        "$SPARK_LOCAL_RANK/$SPARK_LOCAL_SIZE"};
+  std::vector<std::string> over = job;
+  over.insert(over.begin(), "--oversubscribe");
+  Result r = sparkrun(over);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[0] rank 0 of 2 on localhost local 0/2\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[1] rank 1 of 2 on localhost local 1/2\n")) << r.out;
+  Result refused = sparkrun(job);
+  EXPECT_EQ(refused.code, 2) << refused.err;
+  EXPECT_EQ(refused.out, "");
+  EXPECT_TRUE(contains(refused.err, "--oversubscribe")) << refused.err;
 }
 
 // Bad input: exit 2, a clear error, and nothing started (the program would create a file).

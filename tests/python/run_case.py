@@ -166,7 +166,8 @@ elif case == "store_init":
     expect_ok(2, "".join(outs), 0)
 elif case == "store_settings_differ":
     # The store bootstrap (torch's TCPStore) gets the same settings check as PMIx: rank 1 alone
-    # has SPARK_TCP_LANES=4; both ranks fail in seconds naming it, with either failure policy.
+    # has SPARK_TCP_LANES=4; both ranks fail in seconds naming it, with either failure policy
+    # (abort: rank 0 reports the line and ends, rank 1 raises it; raise: both raise it).
     need_torch_module()
     code = (
         "import sys, time, datetime, torch.distributed as dist, libspark\n"
@@ -186,7 +187,7 @@ elif case == "store_settings_differ":
         "print(f'rank {r} ok', flush=True)\n")
     want = ("settings differ between ranks: SPARK_TCP_LANES=2 on rank 0, 4 on rank 1 (give every "
             "rank the same value, e.g. with -x SPARK_TCP_LANES=4)")
-    for policy in ("abort",):  # raise: every rank throws, as fault.settings_differ checks
+    for policy in ("abort", "raise"):
         port = free_port()
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("PMIX", "SPARK_RANK", "SPARK_SIZE", "SPARK_TCP_LANES"))}

@@ -8,6 +8,19 @@ run() {
   t0=$(date +%s)
   if "$@"; then echo "=== $name: PASS ($(( $(date +%s) - t0 )) s)"; else echo "=== $name: FAIL"; failed=$((failed+1)); fi
 }
+# gtest NAME PROGRAM FILTER [ARGS...]: PROGRAM's tests that FILTER selects, as one case; a
+# filter that selects no test fails (gtest itself exits 0 on an empty selection).
+gtest() {
+  name=$1 prog=$2 filter=$3; shift 3
+  selected=$("$prog" --gtest_list_tests --gtest_filter="$filter" | grep -c '^  ')
+  if [ "$selected" -eq 0 ]; then
+    echo "=== $name: FAIL: --gtest_filter='$filter' selects no test of $prog"
+    failed=$((failed+1))
+    return
+  fi
+  echo "=== $name: $selected tests"
+  run "$name" "$prog" --gtest_filter="$filter" "$@"
+}
 # expect TEXT FILE: FILE holds TEXT; else say what is missing and show FILE.
 expect() { grep -qF -- "$1" "$2" || { echo "missing in $2: $1"; cat "$2"; return 1; }; }
 # pkts N: RoCE packets rxeN has sent so far.

@@ -10,7 +10,7 @@ export SPARK_LANES=rxe0
 # TCG on a shared host: the fault tests' lateness and CPU bounds take their emulation values
 # (tests/libspark/multiproc.hpp, emulated()).
 export SPARK_TEST_EMULATED=1
-run collectives_roce_2 libspark_collectives_test --gtest_filter='*roce_2ranks*' --gtest_brief=1
-run collectives_roce_3 libspark_collectives_test --gtest_filter='*roce_3ranks*' --gtest_brief=1
-run fault_roce libspark_fault_test --gtest_filter='*roce*' --gtest_brief=1
+gtest collectives_roce_2 libspark_collectives_test '*roce_2ranks*' --gtest_brief=1
+gtest collectives_roce_3 libspark_collectives_test '*roce_3ranks*' --gtest_brief=1
+gtest fault_roce libspark_fault_test '*roce*' --gtest_brief=1
 exit $failed

@@ -61,6 +61,31 @@ TEST(SettingsDigest, EncodeDecodeRoundTrip) {
   }
 }
 
+// Found by fuzz.settings_digest: decode ignored the frame's length field, the rank in each
+// entry and bytes after the last entry, so a damaged record could pass for another one.
+TEST(SettingsDigest, DecodeRefusesWhatEncodeDoesNotWrite) {
+  const Settings s = record({{"SPARK_TCP_LANES", "4"}});
+  const auto good = settings_digest::encode(1, s);
+  auto says = [](int rank, const std::vector<std::byte>& bytes) -> std::string {
+    try {
+      (void)settings_digest::decode(rank, bytes);
+    } catch (const BootstrapError& e) {
+      return e.what();
+    }
+    return "decoded";
+  };
+  auto longer = good;
+  longer.push_back(std::byte{0});
+  EXPECT_NE(says(1, longer).find("its length field says"), std::string::npos) << says(1, longer);
+  const auto body = static_cast<std::uint32_t>(longer.size() - 4);  // the length field agrees
+  for (int i = 0; i < 4; ++i) longer[i] = static_cast<std::byte>(body >> (8 * i));
+  EXPECT_NE(says(1, longer).find("bytes after the last entry"), std::string::npos)
+      << says(1, longer);
+  EXPECT_NE(says(2, good).find("entry 0 names rank 1"), std::string::npos) << says(2, good);
+  EXPECT_NE(says(2, good).find("rank 2's settings record"), std::string::npos) << says(2, good);
+  EXPECT_EQ(says(1, good), "decoded");
+}
+
 TEST(SettingsDigest, SameEverywhereHasNoVerdict) {
   const std::vector<Settings> all(3, record({{"SPARK_TCP_LANES", "4"}}));
   EXPECT_EQ(settings_digest::verdict(all), std::nullopt);

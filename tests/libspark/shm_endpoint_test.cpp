@@ -58,6 +58,18 @@ TEST(ShmEndpoint, MalformedNamesTextRankAndField) {
   }
 }
 
+// Found by fuzz.shm_endpoint: the peer's text went into the message as it was, and a NUL in
+// it cut what() short, before the rank and the field.
+TEST(ShmEndpoint, MalformedTextIsShownPrintable) {
+  const std::string text("/seg\0x;12;ns;1", 14);
+  const std::string what = parse_error(text);
+  EXPECT_NE(what.find("'/seg\\x00x;12;ns;1' from rank 3"), std::string::npos) << what;
+  EXPECT_NE(what.find("4 fields, not 5"), std::string::npos) << what;
+  const std::string huge = parse_error(std::string(100000, 'a'));
+  EXPECT_LT(huge.size(), 600u);
+  EXPECT_NE(huge.find("...' from rank 3"), std::string::npos) << huge;
+}
+
 struct Pair {
   ShmTransport t0, t1;
   explicit Pair(bool cma)

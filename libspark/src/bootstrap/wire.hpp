@@ -105,6 +105,8 @@ class Reader {
     const auto b = take(n);
     return {reinterpret_cast<const char*>(b.data()), b.size()};
   }
+  /// Every byte of the body read (a decoder that must refuse trailing bytes asks).
+  bool at_end() const noexcept { return pos_ == body_.size(); }
 
  private:
   std::span<const std::byte> take(std::size_t n) {

@@ -81,17 +81,26 @@ std::vector<std::byte> encode(int rank, const Settings& settings) {
 
 Settings decode(int rank, std::span<const std::byte> bytes) {
   try {
-    if (bytes.size() < 4) throw bootstrap::wire::ProtocolError("truncated");
+    using bootstrap::wire::ProtocolError;
+    if (bytes.size() < 4) throw ProtocolError("truncated");
+    // Exactly what encode() writes: the length field says the rest, every entry names the
+    // rank the record was read from, nothing after the last entry.
+    std::byte prefix[4];
+    std::copy_n(bytes.begin(), 4, prefix);
+    if (bootstrap::wire::frame_length(prefix) != bytes.size() - 4)
+      throw ProtocolError(fmt::format("its length field says {} bytes, not {}",
+                                      bootstrap::wire::frame_length(prefix), bytes.size() - 4));
     bootstrap::wire::Reader in(bytes.subspan(4));
-    if (in.type() != bootstrap::wire::Type::fence_ok)
-      throw bootstrap::wire::ProtocolError("not an entry list");
+    if (in.type() != bootstrap::wire::Type::fence_ok) throw ProtocolError("not an entry list");
     Settings s;
     const auto n = in.u32();
     for (std::uint32_t i = 0; i < n; ++i) {
-      (void)in.u32();  // the writer's rank: the key it was read from says it
+      if (const auto writer = in.u32(); writer != static_cast<std::uint32_t>(rank))
+        throw ProtocolError(fmt::format("entry {} names rank {}", i, writer));
       auto name = in.str();
       s.emplace_back(std::move(name), in.str());
     }
+    if (!in.at_end()) throw ProtocolError("bytes after the last entry");
     return s;
   } catch (const bootstrap::wire::ProtocolError& e) {
     throw BootstrapError(fmt::format(

@@ -113,6 +113,10 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
                      "report.JOBID in $SPARK_REPORT_DIR or this directory; written only when "
                      "there is something to report)")
           ->type_name("DIR"));
+  add(app.add_option("--metrics-port", o_.metrics_port,
+                     "Serve the ranks' counters as OpenMetrics text (Prometheus) on http://"
+                     "ADDR:PORT/ while the job runs (ADDR default 127.0.0.1; one host)")
+          ->type_name("[ADDR:]PORT"));
   add(app.add_option("--timeout", timeout_text_, "Stop the whole job after SECONDS and exit 124")
           ->type_name("SECONDS"));
   add(app.add_option("--kill-grace", kill_grace_text_,

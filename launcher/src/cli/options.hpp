@@ -27,6 +27,7 @@ struct Options {
   bool timestamp_output = false;     // --timestamp-output
   std::string output_dir;            // --output-dir: DIR/rank.N/{stdout,stderr}
   std::string report_dir;            // --report-dir: a failed job's report; empty: report.JOBID
+  std::string metrics_port;          // --metrics-port [ADDR:]PORT: OpenMetrics over HTTP
   std::optional<double> timeout_s;   // --timeout SECONDS (exit 124)
   double kill_grace_s = 2.0;         // --kill-grace SECONDS between SIGTERM and SIGKILL
   int max_restarts = 0;              // --max-restarts N: start the whole group again N times

@@ -78,6 +78,9 @@ std::optional<RankFlight> read_flight(const std::string& job_id, int rank) {
     f.begun = h->begun.load(std::memory_order_acquire);
     f.completed = h->completed.load(std::memory_order_relaxed);
     f.bytes_done = h->bytes_done.load(std::memory_order_relaxed);
+    for (const auto& b : h->wait_buckets)
+      f.wait_buckets.push_back(b.load(std::memory_order_relaxed));
+    f.wait_sum_ns = h->wait_sum_ns.load(std::memory_order_relaxed);
     const std::uint32_t comms = std::min<std::uint32_t>(h->comm_count, flight::kMaxComms);
     for (std::uint32_t i = 0; i < comms; ++i) f.comms.push_back(text(h->comms[i], 40));
     const std::uint32_t ops = std::min<std::uint32_t>(h->op_count, flight::kMaxOps);

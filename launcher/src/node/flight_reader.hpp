@@ -22,6 +22,9 @@ struct RankFlight {
   int rank = 0;
   pid_t pid = -1;
   std::uint64_t begun = 0, completed = 0, bytes_done = 0;
+  /// Blocked waits per protocol::flight::kWaitBuckets bucket (not cumulative), their time.
+  std::vector<std::uint64_t> wait_buckets;
+  std::uint64_t wait_sum_ns = 0;
   std::vector<std::string> comms, ops;  ///< the header's name tables
   struct Op {
     protocol::flight::Entry e;

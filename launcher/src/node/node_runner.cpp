@@ -63,7 +63,17 @@ Fd checked(int fd, const char* what) {
 }
 
 // Epoll tags: kind in the high half, index in the low half.
-enum Kind : uint32_t { kSignal = 1, kWakeup, kTimeout, kGrace, kDrain, kOut, kErr, kStatus };
+enum Kind : uint32_t {
+  kSignal = 1,
+  kWakeup,
+  kTimeout,
+  kGrace,
+  kDrain,
+  kOut,
+  kErr,
+  kStatus,
+  kMetrics
+};
 
 // The bound of the stack step (a failed job's report, `sparkrun status --stacks`).
 constexpr std::chrono::seconds kStackBudget{10};
@@ -132,6 +142,7 @@ class Runner {
   // `sparkrun status` (status_socket.hpp) and a failed job's report (--report-dir).
   void on_status_request();
   std::string status_reply();
+  std::string metrics_text();
   std::string stacks_reply();
   void report_failure();
   std::string report_dir() const;
@@ -152,6 +163,7 @@ class Runner {
   std::unique_ptr<OrphanGuard> guard_;
   std::string job_dir_;
   std::unique_ptr<StatusSocket> status_;
+  std::unique_ptr<MetricsServer> metrics_;
   // The previous status request's counters per rank: rates over the time between requests.
   struct Sample {
     std::int64_t ns = 0;
@@ -508,6 +520,9 @@ void Runner::loop() {
         case kStatus:
           on_status_request();
           break;
+        case kMetrics:
+          metrics_->serve([this] { return metrics_text(); });
+          break;
         case kOut:
         case kErr:
           if (index < ranks_.size()) {
@@ -714,6 +729,24 @@ std::string Runner::status_reply() {
   return j.dump() + "\n";
 }
 
+std::string Runner::metrics_text() {
+  const std::vector<RankFlight> flights = read_flights();
+  const std::string host = spec_.plan.nodes.at(static_cast<size_t>(spec_.node)).host;
+  std::vector<RankMetrics> rows;
+  for (const auto& r : ranks_) {
+    RankMetrics m;
+    m.rank = r.rank;
+    m.host = host;
+    for (const auto& f : flights)
+      if (f.rank == r.rank) {
+        m.flight = &f;
+        m.failed = !f.entries.empty() && f.entries.back().state == protocol::flight::State::failed;
+      }
+    rows.push_back(m);
+  }
+  return openmetrics_text(spec_.job_id, rows, tracker_.failed() ? 1 : 0);
+}
+
 std::string Runner::stacks_reply() {
   nlohmann::json j = nlohmann::json::object();
   const std::string file = write_stacks(report_dir());
@@ -748,6 +781,10 @@ int Runner::run() {
     add_fd(status_->fd(), tag(kStatus));
   } catch (const std::exception& e) {  // the job runs anyway, without `sparkrun status`
     log::write(log::Level::warn, "launch", std::string("no status socket: ") + e.what());
+  }
+  if (spec_.metrics) {  // asked for: a port that cannot be had stops the launch
+    metrics_ = std::make_unique<MetricsServer>(*spec_.metrics);
+    add_fd(metrics_->fd(), tag(kMetrics));
   }
   // Before PMIx creates threads: the watcher is forked from a single-threaded process.
   guard_ = std::make_unique<OrphanGuard>(static_cast<int>(spec_.plan.size));

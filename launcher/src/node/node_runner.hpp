@@ -15,6 +15,7 @@
 
 #include "job_plan.hpp"
 #include "line_forwarder.hpp"
+#include "metrics_server.hpp"
 #include "rank_env.hpp"
 
 namespace spark::launch {
@@ -49,6 +50,7 @@ struct NodeRunSpec {
   // (the launcher on one host; a node daemon leaves it off).
   bool write_report = false;
   std::string report_dir;
+  std::optional<MetricsAddress> metrics;  // --metrics-port
   std::optional<double> timeout_s;
   double kill_grace_s = 2.0;
   bool verbose = false;

@@ -127,6 +127,10 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started,
     if (!o.topology.empty()) {  // each daemon plans for its live machine (docs/binding.md)
       throw UsageError("--topology plans for one machine: not available with remote hosts");
     }
+    if (!o.metrics_port.empty())  // the daemons' recorders are not gathered (observability.md)
+      throw UsageError(
+          "--metrics-port serves the ranks of one host: not available with remote hosts yet; "
+          "run `sparkrun status` on each host instead");
     MultiHostSpec m;
     m.exports = forwarded.vars;  // the environment rule (forwarded_env.hpp)
     m.working_dir = working_dir(o);
@@ -217,6 +221,7 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started,
   spec.format = {o.tag_output, o.timestamp_output};
   spec.output_dir = o.output_dir;
   spec.write_report = true;
+  if (!o.metrics_port.empty()) spec.metrics = parse_metrics_address(o.metrics_port);
   if (!o.report_dir.empty())
     spec.report_dir = std::filesystem::absolute(o.report_dir).lexically_normal().string();
   spec.timeout_s = o.timeout_s;

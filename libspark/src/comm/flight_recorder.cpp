@@ -86,9 +86,22 @@ void FlightRecorder::wait_blocked(int peer, std::uint8_t kind, std::string_view 
 
 void FlightRecorder::wait_unblocked(std::chrono::steady_clock::time_point ended) noexcept {
   flight::Entry& e = *current_;
-  flight::WriteGuard g(e);
-  e.end_ns = ns(ended);
-  e.waiting = 0;
+  {
+    flight::WriteGuard g(e);
+    e.end_ns = ns(ended);
+    e.waiting = 0;
+  }
+  // The histogram of blocked waits (sparkrun --metrics-port); single writer: plain adds.
+  const std::int64_t waited = e.end_ns - e.wait_ns;
+  std::size_t b = 0;
+  while (b + 1 < flight::kWaitBucketCount &&
+         static_cast<double>(waited) > flight::kWaitBuckets[b] * 1e9)
+    ++b;
+  auto& bucket = header_->wait_buckets[b];
+  bucket.store(bucket.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  header_->wait_sum_ns.store(
+      header_->wait_sum_ns.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(waited),
+      std::memory_order_relaxed);
 }
 
 void FlightRecorder::fail_current() noexcept {

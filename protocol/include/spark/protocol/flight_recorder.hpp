@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -39,6 +40,9 @@ inline const char* wait_name(std::uint8_t kind) {
 }
 
 inline constexpr std::uint32_t kMaxOps = 32;  ///< operation names kept; later ones share the last
+/// Upper bounds (seconds) of the blocked-wait histogram's buckets; the last bucket is +Inf.
+inline constexpr double kWaitBuckets[] = {0.001, 0.01, 0.1, 1, 10, 60};
+inline constexpr std::size_t kWaitBucketCount = std::size(kWaitBuckets) + 1;
 inline constexpr std::size_t kLaneBytes = 48;
 
 /// One operation: one cache line, the fields an operation that never blocks writes in a few
@@ -78,6 +82,9 @@ struct Header {
   char comms[kMaxComms][40];  ///< communicator names ("world", "comm 1 (color 0, ...")
   char ops[kMaxOps][16];      ///< operation names ("allreduce", "send", ...)
   char reserved[8];
+  /// Waits that blocked, by duration (kWaitBuckets; not cumulative), and their total time.
+  std::atomic<std::uint64_t> wait_buckets[kWaitBucketCount];
+  std::atomic<std::uint64_t> wait_sum_ns;
 };
 static_assert(sizeof(Header) % 64 == 0);
 

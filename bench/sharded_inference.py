@@ -3,10 +3,12 @@
 test run; the page is docs/examples/sharded_inference.md, the figures docs/benchmarks.md).
 
     /usr/bin/python3 bench/sharded_inference.py [--build DIR] [--reps N] [--json FILE]
-                                                [--variant quiet|loaded]
+                                                [--variant quiet|loaded] [--torch]
 
 1. Throughput: tokens/s (prompt + generated) at 1, 2 and 3 ranks, the same model and
-   requests; the 2- and 3-rank rows are ratios against the 1-rank run.
+   requests; the 2- and 3-rank rows are ratios against the 1-rank run. With --torch also the
+   PyTorch twin (examples/torch_sharded_inference, this interpreter, the build's libspark
+   package on PYTHONPATH) at 1, 2 and 3 ranks, against the C++ example at as many ranks.
 2. What a resume costs: 3 ranks under --max-restarts 1 --restart-backoff 0; one rank gets
    kill -9 once the job has written results. The time from the kill to the first new result,
    split into detect (kill -> sparkrun's report), restart (report -> the new ranks start
@@ -31,8 +33,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import results  # noqa: E402
 
-SUMMARY = re.compile(r"^summary: (\d+) requests on (\d+) ranks.* in ([0-9.]+) s \(init ([0-9.]+) s, "
-                     r"load ([0-9.]+) s\): .* ([0-9]+) tokens/s with prompts")
+SUMMARY = re.compile(r"^summary: (\d+) requests on (\d+) ranks.* in ([0-9.]+) s(?: \(init ([0-9.]+) s, "
+                     r"load ([0-9.]+) s\))?: .* ([0-9]+) tokens/s with prompts")
+TWIN = os.path.join(os.path.dirname(HERE), "examples", "torch_sharded_inference", "main.py")
 
 
 def run(cmd, **kw):
@@ -43,18 +46,20 @@ def summary(err):
     for line in err.splitlines():
         m = SUMMARY.match(line)
         if m:
-            return {"requests": int(m[1]), "seconds": float(m[3]), "init": float(m[4]), "load": float(m[5]),
-                    "tokens_s": float(m[6])}
+            return {"requests": int(m[1]), "seconds": float(m[3]), "init": float(m[4] or 0),
+                    "load": float(m[5] or 0), "tokens_s": float(m[6])}
     raise RuntimeError("no summary line in:\n" + err)
 
 
 def tokens_per_s(sparkrun, prog, d, ranks, extra):
+    """prog: the C++ example, or [python, main.py] for the twin."""
     out = os.path.join(d, "out.jsonl")
     for p in (out, out + ".job"):
         if os.path.exists(p):
             os.remove(p)
-    r = run([sparkrun, "-n", str(ranks), prog, "--model", f"{d}/m.safetensors", "--input", f"{d}/req.jsonl",
-             "--output", out, "--quiet"] + extra)
+    prog = prog if isinstance(prog, list) else [prog]
+    r = run([sparkrun, "-n", str(ranks)] + prog + ["--model", f"{d}/m.safetensors", "--input", f"{d}/req.jsonl",
+                                                   "--output", out, "--quiet"] + extra)
     return summary(r.stderr)["tokens_s"]
 
 
@@ -106,6 +111,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--json")
     ap.add_argument("--variant", default="quiet", choices=results.VARIANTS)
+    ap.add_argument("--torch", action="store_true", help="also the PyTorch twin")
     a = ap.parse_args()
     sparkrun = os.path.join(a.build, "launcher", "sparkrun")
     prog = os.path.join(a.build, "examples", "sharded_inference")
@@ -126,6 +132,13 @@ def main():
         for n in (2, 3):
             rs.row(f"tokens/s, {n} ranks (against 1 rank)", "tok/s", tps[n], ">=", peer_name="1 rank", peer=tps[1],
                    ratio=1.0)
+        if a.torch:
+            for n in (1, 2, 3):
+                twin = statistics.median(tokens_per_s(sparkrun, [sys.executable, TWIN], d, n, [])
+                                         for _ in range(a.reps))
+                print(f"torch twin tokens/s, {n} ranks: {twin:.0f}")
+                rs.row(f"torch twin tokens/s, {n} ranks (against the C++ example)", "tok/s", twin, ">=",
+                       peer_name=f"C++, {n} ranks", peer=tps[n], ratio=0.5)
         phases = [resume_once(sparkrun, prog, d) for _ in range(a.reps)]
         med = {k: statistics.median(p[k] for p in phases) for k in phases[0]}
         print("resume, ms (median): " + ", ".join(f"{k} {v:.0f}" for k, v in med.items()))

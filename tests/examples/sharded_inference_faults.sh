@@ -43,7 +43,7 @@ while [ $injected -lt "$faults" ] && kill -0 $job 2>/dev/null; do
   if [ "$n" -le "$last" ] || [ "$n" -eq 0 ]; then sleep 0.02; continue; fi
   mapfile -t pids < <(ranks)
   [ ${#pids[@]} -eq 3 ] || { sleep 0.02; continue; }
-  sleep "0.$((RANDOM % 20))"
+  sleep "$(printf "0.%02d" $((RANDOM % 20)))"
   n=$(lines)
   [ "$n" -lt $((requests - 32)) ] || break
   victim=${pids[RANDOM % 3]}

@@ -10,6 +10,11 @@
 //   fault_stream skew barrier|none MS the last rank sleeps MS after init (weight loading);
 //                                     with "barrier" every rank calls barrier() first; then 5
 //                                     allreduces
+//   fault_stream mixed ROUNDS [COUNT] ROUNDS rounds of allreduce, reduce_scatter, allgather,
+//                                     broadcast and alltoall of i32, each rank's block COUNT
+//                                     (default 65536), COUNT/64 and COUNT/8 elements in turn;
+//                                     prints "COMPLETED rank R mixed N in MS ms" (the wire
+//                                     faults of tests/multihost/wire_faults.sh)
 //   fault_stream late MS              200 allreduces, then the last rank sleeps MS and the
 //                                     others wait for it in one allreduce: each prints
 //                                     "LATE_WAIT rank R wall_ms W cpu_ms C" (its process's CPU
@@ -21,6 +26,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -119,6 +125,78 @@ int run_skew(bool use_barrier, int sleep_ms) {
     if (!verify(v, size, it)) wrong(rank, it);
   }
   std::printf("COMPLETED rank %d\n", rank);
+  return 0;
+}
+
+// Mixed collectives: every element of every result is checked against the value that each
+// rank's input had there, so a lost, duplicated, reordered or corrupted byte cannot pass.
+std::int32_t mixed_value(int rank, int it, std::size_t i) {
+  return static_cast<std::int32_t>(
+      (static_cast<std::size_t>(rank + 1) * 131 + static_cast<std::size_t>(it) * 17 + i) % 100003);
+}
+
+[[noreturn]] void wrong_in(const char* op, int rank, int it, std::size_t i) {
+  std::printf("WRONG DATA rank %d iteration %d %s element %zu\n", rank, it, op, i);
+  std::fflush(stdout);
+  std::_Exit(99);
+}
+
+int run_mixed(int rounds, std::size_t count) {
+  spark::Communicator comm = spark::init();
+  comm.barrier();
+  const int rank = comm.rank(), size = comm.size();
+  const auto ranks = static_cast<std::size_t>(size);
+  const std::size_t counts[] = {std::max<std::size_t>(count / 64, 1),
+                                std::max<std::size_t>(count / 8, 1), count};
+  std::vector<std::int32_t> a, b;
+  const auto t0 = Clock::now();
+  for (int it = 0; it < rounds; ++it) {
+    const std::size_t n = counts[it % 3];
+    auto sum_over_ranks = [&](std::size_t i) {
+      std::int32_t want = 0;
+      for (int r = 0; r < size; ++r) want += mixed_value(r, it, i);
+      return want;
+    };
+    a.resize(n);
+    for (std::size_t i = 0; i < n; ++i) a[i] = mixed_value(rank, it, i);
+    comm.allreduce(a.data(), a.data(), n, spark::DType::i32, spark::ReduceOp::sum);
+    for (std::size_t i = 0; i < n; ++i)
+      if (a[i] != sum_over_ranks(i)) wrong_in("allreduce", rank, it, i);
+
+    a.resize(ranks * n);
+    b.assign(n, -1);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = mixed_value(rank, it, i);
+    comm.reduce_scatter(a.data(), b.data(), n, spark::DType::i32, spark::ReduceOp::sum);
+    for (std::size_t i = 0; i < n; ++i)
+      if (b[i] != sum_over_ranks(static_cast<std::size_t>(rank) * n + i))
+        wrong_in("reduce_scatter", rank, it, i);
+
+    a.resize(n);
+    b.assign(ranks * n, -1);
+    for (std::size_t i = 0; i < n; ++i) a[i] = mixed_value(rank, it, i);
+    comm.allgather(a.data(), b.data(), n, spark::DType::i32);
+    for (std::size_t i = 0; i < b.size(); ++i)
+      if (b[i] != mixed_value(static_cast<int>(i / n), it, i % n))
+        wrong_in("allgather", rank, it, i);
+
+    const int root = it % size;
+    for (std::size_t i = 0; i < n; ++i) a[i] = rank == root ? mixed_value(root, it, i) : -1;
+    comm.broadcast(a.data(), n, spark::DType::i32, root);
+    for (std::size_t i = 0; i < n; ++i)
+      if (a[i] != mixed_value(root, it, i)) wrong_in("broadcast", rank, it, i);
+
+    // Block d of rank s's input goes to rank d: there it is block s.
+    a.resize(ranks * n);
+    b.assign(ranks * n, -1);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = mixed_value(rank, it, i);
+    comm.alltoall(a.data(), b.data(), n, spark::DType::i32);
+    for (std::size_t i = 0; i < b.size(); ++i)
+      if (b[i] !=
+          mixed_value(static_cast<int>(i / n), it, static_cast<std::size_t>(rank) * n + i % n))
+        wrong_in("alltoall", rank, it, i);
+  }
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  std::printf("COMPLETED rank %d mixed %d in %.0f ms\n", rank, rounds, ms);
   return 0;
 }
 
@@ -261,6 +339,7 @@ int main(int argc, char** argv) {
       return run_stream(mode, arg(2, 1), arg(3, 5), 0, static_cast<std::uint32_t>(arg(4, 0)));
     if (mode == "healthy") return run_stream(mode, -1, arg(2, 10), 0, 0);
     if (mode == "late") return run_late(arg(2, 2000));
+    if (mode == "mixed") return run_mixed(arg(2, 30), static_cast<std::size_t>(arg(3, 65536)));
     if (mode == "skew" && argc > 2) return run_skew(std::string(argv[2]) == "barrier", arg(3, 600));
     if (mode == "api" && argc > 2)
       return std::string(argv[2]) == "c" ? run_api_c(arg(3, 1)) : run_api_cpp(arg(3, 1));
@@ -273,6 +352,6 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: fault_stream kill SEED | stop VICTIM K [MS] | api c|cpp VICTIM | healthy N "
-               "| skew barrier|none MS\n");
+               "| skew barrier|none MS | late MS | mixed ROUNDS [COUNT]\n");
   return 2;
 }

@@ -329,10 +329,21 @@ void TcpTransport::connect_all(const std::vector<std::string>& endpoints,
     for (std::size_t l = 0; l < lanes; ++l) {
       std::string why;
       int fd = -1;
-      for (const auto& ip : ips) {
-        auto slice = std::min(deadline, Clock::now() + std::chrono::seconds(3));
-        fd = connect_to(ip, port, slice, &why);
-        if (fd >= 0) break;
+      // Rounds over the peer's addresses, 3 s each, until the deadline while one of them only
+      // timed out: on a lossy link a SYN and its first retry (1 s later) can both be lost
+      // (20 % loss: about 1 connection in 8), and giving up after one round failed the
+      // wire-up with time left. An address that refuses ends the search.
+      for (bool timed_out = true; fd < 0 && timed_out && Clock::now() < deadline;) {
+        timed_out = false;
+        why.clear();
+        for (const auto& ip : ips) {
+          std::string failed;
+          auto slice = std::min(deadline, Clock::now() + std::chrono::seconds(3));
+          fd = connect_to(ip, port, slice, &failed);
+          if (fd >= 0) break;
+          timed_out = timed_out || failed.starts_with("no connection to");
+          why += (why.empty() ? "" : "; ") + failed;
+        }
       }
       if (fd < 0)
         throw BootstrapError(

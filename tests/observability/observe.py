@@ -24,6 +24,7 @@ import time
 
 SPARKRUN, RANK = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 failures = []
+launcher_pids = []  # this test's sparkrun processes: their segments must be gone at the end
 STOP_AFTER = 80  # allreduces before rank 1 stops: more than the recorder's 64 operations
 
 
@@ -48,6 +49,7 @@ def start(args, env_extra, cwd):
     log = open(os.path.join(cwd, "job.log"), "w+")
     p = subprocess.Popen([SPARKRUN, "-n", "3", "--kill-grace", "1", *args], stdout=log,
                          stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True)
+    launcher_pids.append(p.pid)
     return p, log
 
 
@@ -103,7 +105,8 @@ def case_running(work):
                   f"rank {b['rank']}: ops_completed did not move "
                   f"({a.get('ops_completed')} -> {b.get('ops_completed')})")
             check(b.get("ops_per_s", 0) > 0, f"rank {b['rank']}: no rate: {b}")
-            check(b.get("bytes_completed", 0) >= 1024 * b.get("ops_completed", 0),
+            # ops_completed counts init's barrier (0 bytes) too
+            check(b.get("bytes_completed", 0) >= 1024 * (b.get("ops_completed", 0) - 1),
                   f"rank {b['rank']}: bytes {b.get('bytes_completed')} for "
                   f"{b.get('ops_completed')} 1 KiB ops")
     finally:
@@ -207,7 +210,6 @@ def case_mismatch(work):
 
 def main():
     work = tempfile.mkdtemp(prefix="sparkrun-observe.")
-    before = set(f for f in os.listdir("/dev/shm") if "flight" in f)
     try:
         for case in (case_running, case_stopped, case_mismatch):
             print(f"--- {case.__name__}", flush=True)
@@ -216,8 +218,10 @@ def main():
             except Exception as e:  # noqa: BLE001: any error is a failed check
                 check(False, f"{case.__name__}: {e}")
         time.sleep(0.2)
-        left = set(f for f in os.listdir("/dev/shm") if "flight" in f) - before
-        check(not left, f"flight recorder segments left in /dev/shm: {sorted(left)}")
+        # Segments of this test's jobs only (job ids are sparkrun.PID.X; other jobs may run).
+        left = [f for f in os.listdir("/dev/shm")
+                if any(f.startswith(f"spark-sparkrun_{pid}_") for pid in launcher_pids)]
+        check(not left, f"segments of this test's jobs left in /dev/shm: {sorted(left)}")
         procs = subprocess.run(["pgrep", "-x", os.path.basename(RANK)], capture_output=True,
                                text=True).stdout.split()
         check(not procs, f"rank processes left: {procs}")

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -157,26 +158,44 @@ int status_main(int argc, char** argv) {
                                      .c_str());
       return 1;
     }
-    if (chosen.size() > 1) {
-      std::fprintf(stderr,
-                   "sparkrun status: %zu jobs run here; name one (sparkrun status --list)\n",
-                   chosen.size());
-      return 2;
-    }
-    const std::string dir = chosen.front()->job.dir;
-    if (stacks) {
-      const json r = json::parse(ask_job(dir, "stacks", std::chrono::seconds(30)));
-      if (as_json) {
-        std::printf("%s\n", r.dump(1).c_str());
-      } else if (!r.value("file", "").empty()) {
-        std::printf("stacks: %s\n", r["file"].get<std::string>().c_str());
-      } else {
-        std::fprintf(stderr, "sparkrun status: %s\n", r.value("error", "no stacks").c_str());
-        return 1;
+    // Several node runners of one job may run here (the node daemons of a job whose "hosts"
+    // are containers or network namespaces of this machine): their rows together.
+    std::vector<std::string> dirs;
+    for (const Found* f : chosen) {
+      if (f->hello.value("job", "") != chosen.front()->hello.value("job", "")) {
+        std::fprintf(stderr,
+                     "sparkrun status: %zu jobs run here; name one (sparkrun status --list)\n",
+                     chosen.size());
+        return 2;
       }
+      dirs.push_back(f->job.dir);
+    }
+    if (stacks) {
+      json all = json::array();
+      for (const auto& dir : dirs) {
+        const json r = json::parse(ask_job(dir, "stacks", std::chrono::seconds(30)));
+        if (!as_json && !r.value("file", "").empty())
+          std::printf("stacks: %s\n", r["file"].get<std::string>().c_str());
+        else if (!as_json)
+          std::fprintf(stderr, "sparkrun status: %s\n", r.value("error", "no stacks").c_str());
+        all.push_back(r);
+      }
+      if (as_json) std::printf("%s\n", (dirs.size() == 1 ? all[0] : all).dump(1).c_str());
+      for (const auto& r : all)
+        if (r.value("file", "").empty()) return 1;
       return 0;
     }
-    json s = chosen.front()->hello;
+    auto merged = [&dirs](json first) {
+      for (std::size_t i = 1; i < dirs.size(); ++i) {
+        const json more = json::parse(ask_job(dirs[i], "status", std::chrono::seconds(5)));
+        for (const auto& row : more["ranks"]) first["ranks"].push_back(row);
+      }
+      std::sort(first["ranks"].begin(), first["ranks"].end(), [](const json& a, const json& b) {
+        return a.value("rank", 0) < b.value("rank", 0);
+      });
+      return first;
+    };
+    json s = merged(chosen.front()->hello);
     for (;;) {
       if (as_json) {
         std::printf("%s\n", s.dump(watch->count() > 0 ? -1 : 1).c_str());
@@ -188,7 +207,7 @@ int status_main(int argc, char** argv) {
       if (watch->count() == 0) return 0;
       std::this_thread::sleep_for(std::chrono::duration<double>(every));
       try {
-        s = json::parse(ask_job(dir, "status", std::chrono::seconds(5)));
+        s = merged(json::parse(ask_job(dirs.front(), "status", std::chrono::seconds(5))));
       } catch (const std::exception&) {
         std::printf("job ended\n");
         return 0;

@@ -255,6 +255,15 @@ int daemon_main(int argc, char** argv) {
   start_launch_log(spec.base_env, spec.exports, node.host, "daemon");  // SPARK_LOG (launch)
   spec.format = {plan.tag_output, plan.timestamp_output};
   spec.output_dir = plan.output_dir;
+  // This host's part of a failed job's report (observability.md): in SPARK_REPORT_DIR as the
+  // launcher forwards it (or this host's own), else in the job's working directory.
+  spec.write_report = true;
+  spec.report_per_host = true;
+  std::string report_base = plan.working_dir;
+  if (const char* own = std::getenv("SPARK_REPORT_DIR"); own && *own) report_base = own;
+  for (const auto& [name, value] : plan.exports)
+    if (name == "SPARK_REPORT_DIR" && !value.empty()) report_base = value;
+  if (!report_base.empty()) spec.report_dir = report_base + "/report." + plan.job_id;
   spec.kill_grace_s = plan.kill_grace_ms / 1000.0;
   spec.verbose = plan.verbose;
   spec.report_wireup = plan.verbose || plan.report_bindings;

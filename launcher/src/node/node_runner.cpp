@@ -146,6 +146,11 @@ class Runner {
   std::string stacks_reply();
   void report_failure();
   std::string report_dir() const;
+  std::string report_file(const std::string& stem, const std::string& ext) const {
+    return spec_.report_per_host
+               ? stem + "." + spec_.plan.nodes.at(static_cast<size_t>(spec_.node)).host + ext
+               : stem + ext;
+  }
   std::string write_stacks(const std::string& dir);
   std::vector<RankFlight> read_flights();
 
@@ -614,7 +619,7 @@ std::string Runner::write_stacks(const std::string& dir) {
   const std::string text = collect_stacks(targets, kStackBudget);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::string file = dir + "/stacks.txt";
+  const std::string file = dir + "/" + report_file("stacks", ".txt");
   std::ofstream out(file);
   out << text;
   return out.good() ? file : std::string();
@@ -649,14 +654,14 @@ void Runner::report_failure() {
     j["divergence"] = notes;
     j["ranks"] = nlohmann::json::array();
     for (const auto& f : flights) j["ranks"].push_back(flight_json(f));
-    std::ofstream(dir + "/flight.json") << j.dump(1) << "\n";
-    files.push_back("flight.json");
+    std::ofstream(dir + "/" + report_file("flight", ".json")) << j.dump(1) << "\n";
+    files.push_back(report_file("flight", ".json"));
   }
   if (stuck) {
     const auto t0 = Clock::now();
     if (!write_stacks(dir).empty())
       files.push_back(
-          "stacks.txt, " +
+          report_file("stacks", ".txt") + ", " +
           std::to_string(
               std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()) +
           " ms");
@@ -855,6 +860,8 @@ int Runner::run() {
     // The daemon's control link orders stops from its own thread: queue them on the loop.
     spec_.link.attach([this](bool now) {
       post([this, now] {
+        // Another host failed: this host's part of the report, before its ranks are stopped.
+        if (!aborting_ && spec_.write_report && !tracker_.failed()) report_failure();
         if (!now) return begin_abort();
         aborting_ = true;
         abort_started_ = true;

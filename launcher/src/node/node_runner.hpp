@@ -50,6 +50,10 @@ struct NodeRunSpec {
   // (the launcher on one host; a node daemon leaves it off).
   bool write_report = false;
   std::string report_dir;
+  // A node daemon's files carry its host's name (flight.HOST.json, stacks.HOST.txt): on a
+  // shared working directory every host's part lands in the one folder. A daemon also writes
+  // its part when the launcher stops the job for another host's failure.
+  bool report_per_host = false;
   std::optional<MetricsAddress> metrics;  // --metrics-port
   std::optional<double> timeout_s;
   double kill_grace_s = 2.0;

@@ -60,9 +60,12 @@ class FlightRecorder {
   /// The current operation returned (or threw).
   void end(bool failed) noexcept {
     // The reader takes "done" from the counter; only a failure is written into the slot.
+    // Every operation begun so far has ended: operations begun outside a public call (init's
+    // barrier) have no end() of their own.
     if (failed) fail_current();
     bytes_done_ += current_->bytes;
-    header_->completed.store(++completed_, std::memory_order_relaxed);
+    completed_ = begun_;
+    header_->completed.store(completed_, std::memory_order_relaxed);
     header_->bytes_done.store(bytes_done_, std::memory_order_relaxed);
   }
   /// The rank failed: the current operation is marked failed and the segment stays after the

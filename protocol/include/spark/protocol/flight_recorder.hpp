@@ -75,7 +75,8 @@ struct Header {
   std::int32_t pid;
   std::uint32_t comm_count;
   std::atomic<std::uint64_t> begun;       ///< operations begun; the current is (begun-1) % capacity
-  std::atomic<std::uint64_t> completed;   ///< operations that returned
+  std::atomic<std::uint64_t> completed;   ///< operations begun before the last return: the
+                                          ///< current one is done when this equals begun
   std::atomic<std::uint64_t> bytes_done;  ///< bytes of those
   std::uint32_t op_count;
   std::uint32_t reserved0;

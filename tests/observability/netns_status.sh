@@ -1,0 +1,71 @@
+#!/bin/bash
+# sparkrun status and the failure report of a job across 3 "hosts" (network namespaces, run
+# inside tests/multihost/netns_fixture.sh, which exports MH_*):
+#   netns_status.sh SPARKRUN OBSERVE_RANK
+# 3 ranks, one per host, over tcp; rank 1 (host b) stops itself after 80 allreduces. Before the
+# others' timeout `sparkrun status` (from the root namespace: the daemons' sockets are on the
+# shared /dev/shm) shows all 3 ranks of the job, rank 1 stopped and ranks 0 and 2 waiting on it
+# over tcp. After it: the report folder in the job's working directory holds every host's
+# flight recorder file, rank 1 behind. Prints PASS or FAIL: <why>.
+set -u
+sparkrun=$1 rank=$2
+work=$(mktemp -d /tmp/sparkrun-netns-status.XXXXXX)
+job=
+cleanup() {
+  [ -n "$job" ] && kill -9 "$job" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; echo "--- job output"; cat "$work/o" 2>/dev/null; exit 1; }
+cd "$work" || exit 1
+SPARK_TRANSPORT=tcp SPARKNET_ROCE_TIMEOUT_MS=6000 "$sparkrun" --launch-agent "$MH_AGENT" \
+  --control-net "$MH_NET" -n 3 --host "$MH_HOSTS" "$rank" stop 1 80 >"$work/o" 2>&1 &
+job=$!
+for _ in $(seq 300); do grep -q "DIVERGING rank 1" "$work/o" && break; sleep 0.1; done
+grep -q "DIVERGING rank 1" "$work/o" || fail "rank 1 never stopped itself"
+sleep 1
+# The job id: the one whose node runners are this test's daemons (in its namespaces).
+ours=" $(ip netns pids "$MH_NS1") $(ip netns pids "$MH_NS2") $(ip netns pids "$MH_NS3") "
+jobid=$("$sparkrun" status --list --json | python3 -c '
+import json, sys
+ours = sys.argv[1].split()
+for j in json.load(sys.stdin):
+    if str(j["launcher_pid"]) in ours:
+        print(j["job"]); break' "$ours")
+[ -n "$jobid" ] || fail "sparkrun status --list shows no node runner of this job"
+"$sparkrun" status "$jobid" || fail "sparkrun status $jobid failed"
+"$sparkrun" status "$jobid" --json >"$work/s.json" || fail "sparkrun status --json failed"
+python3 - "$work/s.json" "$MH_NS1" "$MH_NS2" "$MH_NS3" <<'PY' || fail "status rows"
+import json, sys
+s = json.load(open(sys.argv[1]))
+rows = {r["rank"]: r for r in s["ranks"]}
+assert sorted(rows) == [0, 1, 2], f"ranks {sorted(rows)}"
+for r in range(3):
+    assert rows[r]["host"] == sys.argv[2 + r], f"rank {r} on {rows[r]['host']}"
+assert rows[1]["state"] == "stopped", f"rank 1: {rows[1]['state']}"
+for r in (0, 2):
+    w = rows[r].get("current", {}).get("wait", {})
+    assert rows[r]["state"] == "waiting" and w.get("peer") == 1 and w.get("waiting"), f"rank {r}: {rows[r]}"
+    assert w.get("lane", "").startswith("tcp"), f"rank {r} lane {w.get('lane')}"
+    assert w.get("seconds", 0) >= 0.5, f"rank {r} waited {w.get('seconds')} s"
+PY
+wait "$job"
+rc=$?
+job=
+cat "$work/o"
+[ "$rc" -ne 0 ] || fail "the job passed"
+report=$(ls -d "$work"/report.* 2>/dev/null | head -1)
+[ -n "$report" ] || fail "no report folder in the working directory"
+ls "$report"
+python3 - "$report" "$MH_NS1" "$MH_NS2" "$MH_NS3" <<'PY' || fail "report contents"
+import json, os, sys
+report = sys.argv[1]
+for r, host in enumerate(sys.argv[2:]):
+    f = json.load(open(os.path.join(report, f"flight.{host}.json")))
+    ranks = {x["rank"]: x for x in f["ranks"]}
+    assert list(ranks) == [r], f"{host}: ranks {list(ranks)}"
+    last = ranks[r]["operations"][-1]
+    want = 81 if r == 1 else 82
+    assert last["seq"] == want, f"rank {r}: last seq {last['seq']}, expected {want}"
+PY
+echo PASS

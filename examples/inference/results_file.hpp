@@ -2,8 +2,8 @@
 // page docs/examples/sharded_inference.md describes it for other implementations):
 //   OUT      one result line per request, in input order, nothing else: line i is request i's.
 //   OUT.job  one JSON object, the job record: what the results depend on (JobRecord). It is
-//            written (temporary file, fsync, rename, fsync of the folder) before the first
-//            result, and OUT is never non-empty without it.
+//            written (temporary file, fsync, rename, fsync of the folder) after OUT was
+//            emptied and before the first result, so it never stands over another job's lines.
 // Results are appended and made durable (fdatasync) at batch boundaries, so after a crash OUT
 // holds complete lines of this job plus at most one torn or invalid last line; opening it
 // again removes that line and resumes after the last complete one.

@@ -2,7 +2,8 @@
 # The PyTorch twin (examples/torch_sharded_inference) on the tiny model of the example tests:
 # 2 and 3 ranks give its 1-rank run's tokens, logits within 1e-5; its tokens equal the C++
 # example's; a torn last line and a partial batch are repaired and the job resumed to the
-# uninterrupted run's bytes; a changed model, input or --new-tokens is refused; a job under
+# uninterrupted run's bytes; a changed model, input or --new-tokens is refused; sparkrun
+# killed and the command run again by hand gives the uninterrupted bytes; a job under
 # sparkrun --max-restarts with a rank SIGKILLed and one SIGSTOPped (timeout 1 s) finishes with
 # every request once and the uninterrupted run's bytes.
 #   torch_sharded_inference.sh SPARKRUN SHARDED_INFERENCE PYTHON
@@ -70,6 +71,23 @@ timeout 180 "$sparkrun" -n 2 "$py" "$d/main.py" --model "$d/m.safetensors" --inp
   --output "$d/r.jsonl" --batch 4 --new-tokens 5 2>"$d/err" && fail "a changed input was accepted"
 grep -q 'input_sha256 is' "$d/err" || { cat "$d/err"; fail "input refusal"; }
 cmp -s "$d/r.jsonl" "$d/saved" || fail "a refused file was changed"
+
+# sparkrun itself killed mid-job, the same command again by hand: the uninterrupted bytes.
+"$sparkrun" -n 2 --max-restarts 2 "$py" "$d/main.py" --model "$d/m.safetensors" --input "$d/req.jsonl" \
+  --output "$d/k.jsonl" --batch 4 --new-tokens 5 --quiet 2>"$d/kerr" &
+launcher=$!
+for _ in $(seq 6000); do
+  [ "$(cat "$d/k.jsonl" 2>/dev/null | wc -l)" -ge 8 ] && break
+  sleep 0.01
+done
+kill -9 $launcher
+wait $launcher 2>/dev/null
+for _ in $(seq 100); do [ -z "$(pgrep -f -- "$d/main.py")" ] && break; sleep 0.1; done
+[ -z "$(pgrep -f -- "$d/main.py")" ] || fail "ranks outlived the killed sparkrun"
+[ "$(wc -l <"$d/k.jsonl")" -lt 40 ] || fail "the job ended before sparkrun was killed"
+run 2 "$d/k.jsonl" --quiet || { cat "$d/err"; fail "the run by hand after the kill failed"; }
+grep -q "resuming '.*k.jsonl'" "$d/err" || { cat "$d/err"; fail "the run by hand did not resume"; }
+cmp "$d/t2.jsonl" "$d/k.jsonl" || fail "killed sparkrun + run by hand differs from the uninterrupted run"
 
 # Faults under --max-restarts: a SIGKILL, then a SIGSTOP (timeout 1 s), each once the attempt
 # wrote a result; then every request once, the uninterrupted run's bytes.

@@ -9,7 +9,8 @@
    waiting on it (peer, lane, seconds); `status --stacks` writes every rank's stacks. After the
    timeout: the report folder holds every rank's recorder (the stopped one behind) and stacks
    with the waiting frame (wait_slow), and sparkrun names the folder in one line.
-3. a collective mismatch: the recorder names the rank that called another collective.
+3. a rank that sleeps before every allreduce: one warning naming it (none in case 1).
+4. a collective mismatch: the recorder names the rank that called another collective.
 Prints PASS, or FAIL: <why> and exits 1. Leaves no process, segment or folder behind.
 """
 import json
@@ -112,6 +113,7 @@ def case_running(work):
     finally:
         rc = finish(p, 60)
     check(rc == 0, f"stream job: sparkrun exited {rc}:\n{output(log)}")
+    check("arrived last" not in output(log), "a slow-rank warning for a job of equal ranks")
     check(not [f for f in os.listdir(work) if f.startswith("report.")],
           "a healthy job wrote a report folder")
 
@@ -185,6 +187,17 @@ def case_stopped(work):
             check("main" in sec, "the stopped rank's stack has no main")
 
 
+def case_slow(work):
+    p, log = start([RANK, "slow", "2", "7"], {}, work)
+    rc = finish(p, 60)
+    out = output(log)
+    print(out, flush=True)
+    check(rc == 0, f"slow job: sparkrun exited {rc}")
+    warnings = [l for l in out.splitlines() if "arrived last" in l]
+    check(len(warnings) == 1 and warnings[0].startswith("sparkrun: warning: rank 2 (host "),
+          f"expected one slow-rank warning naming rank 2, got {warnings}")
+
+
 def case_mismatch(work):
     report = os.path.join(work, "mismatch-report")
     p, log = start(["--report-dir", report, RANK, "mismatch", "2", "10"], {}, work)
@@ -211,7 +224,7 @@ def case_mismatch(work):
 def main():
     work = tempfile.mkdtemp(prefix="sparkrun-observe.")
     try:
-        for case in (case_running, case_stopped, case_mismatch):
+        for case in (case_running, case_stopped, case_slow, case_mismatch):
             print(f"--- {case.__name__}", flush=True)
             try:
                 case(work)

@@ -4,6 +4,7 @@
 //                                    wait for it in allreduce K+1 until their timeout
 //   observe_rank mismatch VICTIM K   after K allreduces VICTIM calls broadcast where the others
 //                                    call allreduce (a collective mismatch)
+//   observe_rank slow VICTIM SECONDS like stream, but VICTIM sleeps 2 ms before each allreduce
 // Prints "READY" on rank 0 once the first allreduce completed.
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "spark/spark.hpp"
@@ -22,13 +24,15 @@ int main(int argc, char** argv) {
   const int k = argc > 3 ? std::atoi(argv[3]) : 0;
   spark::Communicator comm = spark::init();
   std::vector<float> buf(256, 1.0f);
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(a);
+  const bool timed = mode == "stream" || mode == "slow";
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(mode == "slow" ? k : a);
   for (int it = 0;; ++it) {
     // Every rank leaves after the same allreduce: rank 0's "time is up" travels in the data.
-    if (mode == "stream" && buf[0] > 1.5f) break;
-    if (mode == "stream")
-      buf[0] = comm.rank() == 0 && std::chrono::steady_clock::now() >= end ? 2.0f : 1.0f;
-    if (mode != "stream" && it == k && comm.rank() == a) {
+    if (timed && buf[0] > 1.5f) break;
+    if (timed) buf[0] = comm.rank() == 0 && std::chrono::steady_clock::now() >= end ? 2.0f : 1.0f;
+    if (mode == "slow" && comm.rank() == a)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (!timed && it == k && comm.rank() == a) {
       std::printf("DIVERGING rank %d after %d allreduces\n", a, k);
       std::fflush(stdout);
       if (mode == "stop") ::raise(SIGSTOP);

@@ -40,6 +40,7 @@
 #include "net/socket.hpp"
 #include "ompi_direct_launch.hpp"
 #include "orphan_guard.hpp"
+#include "slow_rank.hpp"
 #include "spark/protocol/shm_segment.hpp"
 #include "spawn.hpp"
 #include "stack_dump.hpp"
@@ -72,7 +73,8 @@ enum Kind : uint32_t {
   kOut,
   kErr,
   kStatus,
-  kMetrics
+  kMetrics,
+  kWatch
 };
 
 // The bound of the stack step (a failed job's report, `sparkrun status --stacks`).
@@ -169,6 +171,9 @@ class Runner {
   std::string job_dir_;
   std::unique_ptr<StatusSocket> status_;
   std::unique_ptr<MetricsServer> metrics_;
+  Fd watch_timer_;  // the slow-rank watch's period (slow_rank.hpp)
+  SlowRankWatch slow_ranks_;
+  void on_watch();
   // The previous status request's counters per rank: rates over the time between requests.
   struct Sample {
     std::int64_t ns = 0;
@@ -528,6 +533,9 @@ void Runner::loop() {
         case kMetrics:
           metrics_->serve([this] { return metrics_text(); });
           break;
+        case kWatch:
+          if (::read(watch_timer_.get(), &ticks, sizeof ticks) > 0 && !aborting_) on_watch();
+          break;
         case kOut:
         case kErr:
           if (index < ranks_.size()) {
@@ -734,6 +742,13 @@ std::string Runner::status_reply() {
   return j.dump() + "\n";
 }
 
+void Runner::on_watch() {
+  std::map<int, std::string> host_of;
+  for (const auto& n : spec_.plan.nodes)
+    for (const int r : n.ranks) host_of[r] = n.host;
+  for (const auto& w : slow_ranks_.sample(read_flights(), host_of)) say(w);
+}
+
 std::string Runner::metrics_text() {
   const std::vector<RankFlight> flights = read_flights();
   const std::string host = spec_.plan.nodes.at(static_cast<size_t>(spec_.node)).host;
@@ -786,6 +801,15 @@ int Runner::run() {
     add_fd(status_->fd(), tag(kStatus));
   } catch (const std::exception& e) {  // the job runs anyway, without `sparkrun status`
     log::write(log::Level::warn, "launch", std::string("no status socket: ") + e.what());
+  }
+  if (spec_.plan.size > 1) {  // the slow-rank watch: a few ms of reading per second
+    watch_timer_ =
+        checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd");
+    struct itimerspec its {};
+    its.it_value.tv_nsec = its.it_interval.tv_nsec =
+        std::chrono::nanoseconds(SlowRankWatch::kSamplePeriod).count();
+    ::timerfd_settime(watch_timer_.get(), 0, &its, nullptr);
+    add_fd(watch_timer_.get(), tag(kWatch));
   }
   if (spec_.metrics) {  // asked for: a port that cannot be had stops the launch
     metrics_ = std::make_unique<MetricsServer>(*spec_.metrics);

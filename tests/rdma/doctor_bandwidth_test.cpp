@@ -53,6 +53,16 @@ TEST(DoctorBandwidth, StreamsRunBetweenTheFirstRanksOfTwoHostsBothWays) {
   EXPECT_EQ(s[3], (Stream{0, 3, 1, 0, false}));
   r.resize(2);  // one host: no cable
   EXPECT_TRUE(plan_streams(r).empty());
+  // Both ranks with RDMA lanes: the stream is an RDMA WRITE stream on the RDMA lane pair.
+  std::vector<RankLanes> rd = {
+      {"h0", {lane("rxe0", "10.0.5.1", 24)}, {lane("eth0", "10.0.5.1", 24)}},
+      {"h1", {lane("rxe0", "10.0.5.2", 24)}, {lane("eth0", "10.0.5.2", 24)}},
+  };
+  const auto sr = plan_streams(rd);
+  ASSERT_EQ(sr.size(), 2u);
+  EXPECT_EQ(sr[0], (Stream{0, 1, 0, 0, true, LinkKind::rdma}));
+  rd[1].rdma.clear();  // one side without RDMA: tcp
+  EXPECT_EQ(plan_streams(rd)[0].kind, LinkKind::tcp);
 }
 
 TEST(DoctorBandwidth, StreamEndsRoundTripThroughTheWireFormat) {
@@ -100,6 +110,11 @@ TEST(DoctorBandwidth, RateIsJudgedAgainstTheLinkSpeed) {
   lim.fail_below = 20;
   lim.warn_below = 25;
   EXPECT_EQ(judge(3).status, Status::ok);
+  lim.relative = true;  // --relative: the run's fastest direction, not the reported speed
+  c = judge_stream("a", "b", "l", end(true, gb, gb + 9, 0), end(false, gb, gb + 9, 1.0, 10000), lim,
+                   1.0);
+  EXPECT_EQ(c.reference, "the fastest direction of this run");
+  EXPECT_NEAR(c.percent, 100, 0.5);
   lim.link_gbps = 40;  // --link-gbps wins over the reported speed
   c = judge(9.4);
   EXPECT_EQ(c.status, Status::warn);
@@ -119,6 +134,18 @@ TEST(DoctorBandwidth, WithoutALinkSpeedTheFastestDirectionIsTheReference) {
                    end(false, mb100 / 10, mb100, 1.0), lim, 0.8);
   EXPECT_EQ(c.status, Status::fail) << c.detail;  // 10 % of its sibling
   EXPECT_NE(c.detail.find("80 Mb/s, 10 % of 800 Mb/s"), std::string::npos) << c.detail;
+}
+
+// An RDMA stream whose "done" did not arrive in its window (a slow link): the sender's
+// completed writes, over its own time, are the measurement.
+TEST(DoctorBandwidth, WithoutTheReceiversCountTheSendersCompletionsCount) {
+  BandwidthLimits lim;
+  lim.link_gbps = 1;
+  auto c = judge_stream("a", "b", "rxe0->rxe0", end(true, 12'500'000, 13'000'000, 1.0),
+                        end(false, 0, 13'000'000, 0), lim, 0);
+  EXPECT_NEAR(c.gbps, 0.1, 1e-9);
+  EXPECT_EQ(c.status, Status::fail) << c.detail;  // 10 % of 1 Gb/s
+  EXPECT_EQ(c.payload, 12'500'000u);
 }
 
 // Counters that do not show the payload: the bytes took another interface. An error at either

@@ -62,6 +62,8 @@ constexpr const char* kHelp =
     "  --seconds N            length of each stream (default 2); a cable takes at most\n"
     "                         2 x (N + 1) s\n"
     "  --link-gbps G          judge rates against G Gb/s instead of the reported link speed\n"
+    "  --relative             judge rates against the fastest direction of the run (links\n"
+    "                         whose reported speed means nothing: VMs, emulation)\n"
     "  --warn-below P         WARN below P % of that rate (default 80)\n"
     "  --fail-below P         FAIL below P % of that rate (default 50)\n"
     "Exit status: 0 all well; 1 warnings (WARN rows, no FAIL row); 2 failures (a FAIL row, or a\n"
@@ -110,13 +112,14 @@ int doctor_main(int argc, char** argv) {
   CLI::App app{"sparkrun doctor", "sparkrun doctor"};
   app.set_help_flag();  // kHelp is the help
   bool help = false, local = false;
-  bool json = false, bandwidth = false;
+  bool json = false, bandwidth = false, relative = false;
   std::string sysfs = "/sys", mtu_text = "9000", timeout_text = "3000", iters_text = "16";
   std::string seconds_text = "2", link_text, warn_text = "80", fail_text = "50";
   app.add_flag("-h,--help", help);
   app.add_flag("--local", local);
   app.add_flag("--json", json);
   app.add_flag("--bandwidth", bandwidth);
+  app.add_flag("--relative", relative);
   app.add_option("--seconds", seconds_text);
   app.add_option("--link-gbps", link_text);
   app.add_option("--warn-below", warn_text);
@@ -179,6 +182,7 @@ int doctor_main(int argc, char** argv) {
   if (!link_text.empty()) args.insert(args.end(), {"--link-gbps", link_text});
   if (json) args.push_back("--json");
   if (bandwidth) args.push_back("--bandwidth");
+  if (relative) args.push_back("--relative");
   if (host_only) {  // the probe alone: no sparkrun, no job
     args.erase(args.begin());
     args.push_back("--host-checks");

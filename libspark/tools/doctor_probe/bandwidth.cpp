@@ -11,6 +11,15 @@
 #include <cstring>
 #include <fstream>
 
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+#include <sched.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "verbs/verbs_error.hpp"
+#endif
+
 #include "fabric/fabric_map.hpp"
 #include "spark/error.hpp"
 #include "spark/protocol/number.hpp"
@@ -87,11 +96,15 @@ std::vector<Stream> plan_streams(const std::vector<RankLanes>& ranks) {
       const auto& ra = ranks[static_cast<std::size_t>(a)];
       const auto& rb = ranks[static_cast<std::size_t>(b)];
       if (ra.host == rb.host || !first_of_host(a) || !first_of_host(b)) continue;
-      for (std::size_t la = 0; la < ra.tcp.size(); ++la)
-        for (std::size_t lb = 0; lb < rb.tcp.size(); ++lb) {
-          if (!lanes_pair(ra.tcp[la], ra.host, rb.tcp[lb], rb.host)) continue;
+      const bool rdma = !ra.rdma.empty() && !rb.rdma.empty();
+      const auto& xa = rdma ? ra.rdma : ra.tcp;
+      const auto& xb = rdma ? rb.rdma : rb.tcp;
+      for (std::size_t la = 0; la < xa.size(); ++la)
+        for (std::size_t lb = 0; lb < xb.size(); ++lb) {
+          if (!lanes_pair(xa[la], ra.host, xb[lb], rb.host)) continue;
           for (bool a_sends : {true, false})
-            out.push_back({a, b, static_cast<int>(la), static_cast<int>(lb), a_sends});
+            out.push_back({a, b, static_cast<int>(la), static_cast<int>(lb), a_sends,
+                           rdma ? LinkKind::rdma : LinkKind::tcp});
         }
     }
   return out;
@@ -161,7 +174,7 @@ std::pair<double, std::string> reference_rate(const StreamEnd& tx, const StreamE
   std::int64_t mbps = -1;
   for (const auto* e : {&tx, &rx})
     if (e->link_mbps > 0) mbps = mbps < 0 ? e->link_mbps : std::min(mbps, e->link_mbps);
-  if (mbps > 0) return {static_cast<double>(mbps) / 1000, "link speed"};
+  if (mbps > 0 && !limits.relative) return {static_cast<double>(mbps) / 1000, "link speed"};
   if (fastest_gbps > 0) return {fastest_gbps, "the fastest direction of this run"};
   return {0, "nothing"};
 }
@@ -175,12 +188,17 @@ CableResult judge_stream(const std::string& from, const std::string& to, const s
   c.lane = lane;
   c.tx_netdev = tx.netdev;
   c.rx_netdev = rx.netdev;
-  c.payload = rx.payload;
+  // The receiver's measurement where it has one (tcp; RDMA when the sender's "done" came in
+  // time), else the sender's: its RDMA writes completed, so the peer's NIC acknowledged them.
+  const bool at_receiver = rx.seconds > 0 || tx.seconds <= 0;
+  const std::uint64_t payload = at_receiver ? rx.payload : tx.payload;
+  const double seconds = at_receiver ? rx.seconds : tx.seconds;
+  c.payload = payload;
   c.tx_bytes = tx.counter;
   c.rx_bytes = rx.counter;
   c.tx_mtu = tx.mtu;
   c.rx_mtu = rx.mtu;
-  c.gbps = rx.seconds > 0 ? static_cast<double>(rx.payload) * 8 / rx.seconds / 1e9 : 0;
+  c.gbps = seconds > 0 ? static_cast<double>(payload) * 8 / seconds / 1e9 : 0;
   std::tie(c.reference_gbps, c.reference) = reference_rate(tx, rx, limits, fastest_gbps);
   c.percent = c.reference_gbps > 0 ? c.gbps / c.reference_gbps * 100 : 0;
   const std::string counters = "left " + tx.netdev + " +" + bytes_text(tx.counter) +
@@ -192,7 +210,7 @@ CableResult judge_stream(const std::string& from, const std::string& to, const s
                (rx.error.empty() ? "" : "receiver: " + rx.error);
     return c;
   }
-  if (rx.payload == 0) {
+  if (payload == 0) {
     c.status = Status::fail;
     c.detail = from + " -> " + to + ": no byte arrived";
     return c;
@@ -200,13 +218,13 @@ CableResult judge_stream(const std::string& from, const std::string& to, const s
   // A counter below the payload: the bytes did not use this interface (another cable carried
   // them, or a bond / bridge hides them). Unread counters (no sysfs entry) are only said.
   const auto short_of = [&](std::int64_t counter) {
-    return counter >= 0 && static_cast<std::uint64_t>(counter) < rx.payload;
+    return counter >= 0 && static_cast<std::uint64_t>(counter) < payload;
   };
   const std::string rate = format_rate(c.gbps);
   if (short_of(tx.counter) || short_of(rx.counter)) {
     c.status = Status::fail;
     c.detail = from + " -> " + to + " " + rate + ", but the counters do not show the " +
-               bytes_text(static_cast<std::int64_t>(rx.payload)) + " on this lane's interfaces (" +
+               bytes_text(static_cast<std::int64_t>(payload)) + " on this lane's interfaces (" +
                counters + "): the traffic took another path; check the addresses and routes of " +
                lane;
     return c;
@@ -257,6 +275,13 @@ int netdev_mtu(const std::string& sysfs, const std::string& netdev) {
   if (netdev.empty()) return 0;
   const std::int64_t m = read_number(sysfs + "/class/net/" + netdev + "/mtu");
   return m > 0 && m < (1 << 20) ? static_cast<int>(m) : 0;
+}
+
+std::string rdma_netdev(const std::string& sysfs, const std::string& device, int port,
+                        int gid_index) {
+  if (gid_index < 0) return "";
+  return read_line(sysfs + "/class/infiniband/" + device + "/ports/" + std::to_string(port) +
+                   "/gid_attrs/ndevs/" + std::to_string(gid_index));
 }
 
 StreamEnd stream_send(int fd, int test, const std::string& sysfs, const std::string& netdev,
@@ -345,5 +370,172 @@ StreamEnd stream_receive(int fd, int test, const std::string& sysfs, const std::
   if (before >= 0 && after >= before) e.counter = after - before;
   return e;
 }
+
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+
+namespace {
+
+// The buffer: a control page (word 0: "go", written by the receiver into the sender's; word 1:
+// "done" = the byte count + 1, written by the sender into the receiver's), then the data.
+constexpr std::size_t kControl = 4096;
+constexpr std::size_t kData = 4 << 20;
+constexpr std::uint32_t kWrite = 1 << 20;  // one RDMA WRITE: large, so posting does not limit
+constexpr int kStreamDepth = 4;            // writes in flight
+
+}  // namespace
+
+RdmaStream::RdmaStream(verbs::OpenPort& lane, std::uint32_t timeout_ms, std::uint64_t wr_id)
+    : lane_(lane), wr_id_(wr_id), timeouts_(verbs::qp_timeouts(timeout_ms)) {
+  buf_ = std::aligned_alloc(4096, kControl + kData);
+  if (buf_ == nullptr) throw Error("doctor: out of memory for an RDMA stream buffer");
+  std::memset(buf_, 0, kControl + kData);
+  mr_ = verbs::register_memory(lane.pd, buf_, kControl + kData);
+  qp_ = verbs::create_rc_qp(lane.pd, lane.cq, kStreamDepth + 2);
+  local_ = verbs::local_endpoint(lane, qp_, mr_, buf_, kControl + kData);
+}
+
+RdmaStream::~RdmaStream() {
+  qp_.reset();
+  mr_.reset();
+  std::free(buf_);
+}
+
+std::vector<std::byte> RdmaStream::endpoint() const {
+  return verbs::serialize(local_);
+}
+
+void RdmaStream::connect(std::span<const std::byte> remote, int peer) {
+  remote_ = verbs::deserialize(remote);
+  verbs::connect_rc_qp(qp_, local_, remote_, peer, timeouts_);
+}
+
+std::uint64_t RdmaStream::word(int i) const noexcept {
+  return std::atomic_ref<std::uint64_t>(static_cast<std::uint64_t*>(buf_)[i])
+      .load(std::memory_order_acquire);
+}
+
+int RdmaStream::post(std::size_t offset, std::uint32_t len, std::uint64_t wr_id) {
+  return verbs::post_write(qp_.get(), wr_id, static_cast<char*>(buf_) + offset, len, mr_->lkey,
+                           remote_.addr + offset, remote_.rkey, true, false);
+}
+
+std::string RdmaStream::reap(int n, Clock::time_point deadline) {
+  while (n > 0) {
+    ibv_wc wc[8];
+    const int k = ibv_poll_cq(lane_.cq.get(), 8, wc);
+    if (k < 0) return verbs::call_failed("ibv_poll_cq", lane_.name, EIO);
+    for (int i = 0; i < k; ++i) {
+      if (wc[i].wr_id != wr_id_) continue;  // another test's late completion
+      if (wc[i].status != IBV_WC_SUCCESS)
+        return "RDMA write failed: " + verbs::completion_error(wc[i]);
+      --n;
+    }
+    if (k == 0) {
+      if (Clock::now() >= deadline) return "no write completion within the window";
+      ::sched_yield();
+    }
+  }
+  return "";
+}
+
+StreamEnd RdmaStream::send(int test, const std::string& sysfs, const std::string& netdev,
+                           std::chrono::milliseconds seconds, Clock::time_point deadline) {
+  StreamEnd e;
+  e.test = test;
+  e.sender = true;
+  e.netdev = netdev;
+  e.link_mbps = netdev_speed_mbps(sysfs, netdev);
+  e.mtu = netdev_mtu(sysfs, netdev);
+  while (word(0) == 0) {
+    if (Clock::now() >= deadline) {
+      e.error = "no go from the receiver";
+      return e;
+    }
+    ::sched_yield();
+  }
+  const std::int64_t before = netdev_bytes(sysfs, netdev, true);
+  const auto first = Clock::now();
+  const auto stop = std::min(first + seconds, deadline);
+  // A slow link may not drain what is in flight by the window's end: the rate is then what
+  // completed, measured here, and the QP goes (with what it still holds) when the stream ends.
+  const auto drained = deadline - std::chrono::milliseconds(300);
+  auto last = first;
+  int in_flight = 0;
+  std::size_t next = 0;
+  auto complete_one = [&](Clock::time_point until) {
+    std::string why = reap(1, until);
+    if (why.empty()) {
+      --in_flight;
+      e.payload += kWrite;
+      last = Clock::now();
+    }
+    return why;
+  };
+  while (Clock::now() < stop) {
+    while (in_flight < kStreamDepth) {
+      if (int rc = post(kControl + next, kWrite, wr_id_); rc != 0) {
+        e.error = verbs::call_failed("ibv_post_send", lane_.name, rc);
+        return e;
+      }
+      next = (next + kWrite) % kData;
+      ++in_flight;
+    }
+    if (std::string why = complete_one(drained); !why.empty()) {
+      if (why.rfind("no write completion", 0) != 0) e.error = why;
+      break;
+    }
+  }
+  while (in_flight > 0 && e.error.empty()) {
+    std::string why = complete_one(drained);
+    if (why.empty()) continue;
+    if (why.rfind("no write completion", 0) != 0) e.error = why;
+    break;
+  }
+  e.seconds = std::chrono::duration<double>(last - first).count();
+  if (in_flight == 0 && e.error.empty()) {
+    // "done": the count, + 1 so that an empty stream is still an answer.
+    std::atomic_ref<std::uint64_t>(static_cast<std::uint64_t*>(buf_)[1]) = e.payload + 1;
+    if (int rc = post(8, 8, wr_id_); rc != 0)
+      e.error = verbs::call_failed("ibv_post_send", lane_.name, rc);
+    else if (std::string why = reap(1, deadline); !why.empty())
+      e.error = why;
+  }
+  const std::int64_t after = netdev_bytes(sysfs, netdev, true);
+  if (before >= 0 && after >= before) e.counter = after - before;
+  return e;
+}
+
+StreamEnd RdmaStream::receive(int test, const std::string& sysfs, const std::string& netdev,
+                              Clock::time_point deadline) {
+  StreamEnd e;
+  e.test = test;
+  e.netdev = netdev;
+  e.link_mbps = netdev_speed_mbps(sysfs, netdev);
+  e.mtu = netdev_mtu(sysfs, netdev);
+  const std::int64_t before = netdev_bytes(sysfs, netdev, false);
+  std::atomic_ref<std::uint64_t>(static_cast<std::uint64_t*>(buf_)[0]) = 1;
+  const auto go = Clock::now();
+  if (int rc = post(0, 8, wr_id_); rc != 0) {
+    e.error = verbs::call_failed("ibv_post_send", lane_.name, rc);
+    return e;
+  }
+  if (std::string why = reap(1, deadline); !why.empty()) {
+    e.error = why;
+    return e;
+  }
+  // Until the sender's "done", or shortly before the window ends (a slow link: then the
+  // sender's own measurement counts, and this end only reads its counter).
+  const auto stop = deadline - std::chrono::milliseconds(300);
+  while (word(1) == 0 && Clock::now() < stop) ::sched_yield();
+  if (word(1) != 0) {
+    e.payload = word(1) - 1;
+    e.seconds = std::chrono::duration<double>(Clock::now() - go).count();
+  }
+  const std::int64_t after = netdev_bytes(sysfs, netdev, false);
+  if (before >= 0 && after >= before) e.counter = after - before;
+  return e;
+}
+
+#endif
 
 }  // namespace spark::doctor

@@ -19,16 +19,25 @@
 #include "net/socket.hpp"
 #include "round_trips.hpp"
 
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+#include <span>
+
+#include "verbs/port.hpp"
+#include "verbs/qp.hpp"
+#endif
+
 namespace spark::doctor {
 
 /// What one end of one stream saw. Published by each end (the bootstrap), joined at rank 0.
 struct StreamEnd {
   int test = 0;  ///< the stream's number (its link and direction)
   bool sender = false;
-  std::string netdev;           ///< the interface of this end's lane
-  std::uint64_t payload = 0;    ///< bytes this end sent / received
-  std::int64_t counter = -1;    ///< tx (sender) / rx (receiver) byte counter delta; -1 unread
-  double seconds = 0;           ///< receiver: first byte to the end of the stream
+  std::string netdev;         ///< the interface of this end's lane
+  std::uint64_t payload = 0;  ///< bytes this end sent / received
+  std::int64_t counter = -1;  ///< tx (sender) / rx (receiver) byte counter delta; -1 unread
+  /// receiver: first byte to the end of the stream; RDMA sender: first write to the last
+  /// completion (the rate when no "done" came in time)
+  double seconds = 0;
   std::int64_t link_mbps = -1;  ///< the netdev's reported speed; -1 unknown
   int mtu = 0;                  ///< the netdev's MTU (0 unknown)
   std::string error;            ///< "" or what went wrong at this end
@@ -40,22 +49,27 @@ struct StreamEnd {
 struct Stream {
   int a = 0, b = 0, la = 0, lb = 0;
   bool a_sends = true;
+  LinkKind kind = LinkKind::tcp;  ///< RDMA lanes (an RDMA WRITE stream) or tcp lanes
   bool operator==(const Stream&) const = default;
 };
 
 /// Every stream of the job in one global order (the pairs' rounds, then lane pairs, a -> b
 /// before b -> a): every rank computes the same list, and a stream's place in it is its test
-/// number. Ranks after the first of their host, and pairs on one host, have none.
+/// number. Ranks after the first of their host, and pairs on one host, have none. RDMA lane
+/// pairs when both ranks have RDMA lanes (as the round trips), else tcp lane pairs.
 std::vector<Stream> plan_streams(const std::vector<RankLanes>& ranks);
 
 /// The wire format of a rank's stream ends (one line each); strict decode (throws spark::Error).
 std::string encode_stream_ends(const std::vector<StreamEnd>& ends);
 std::vector<StreamEnd> decode_stream_ends(const std::string& text);
 
-/// `--fail-below` / `--warn-below` (percent of the reference rate) and `--link-gbps`.
+/// `--fail-below` / `--warn-below` (percent of the reference rate), `--link-gbps`, and
+/// `--relative` (the fastest direction of the run is the reference even when a link speed is
+/// reported: emulated links, where the speed a NIC reports means nothing).
 struct BandwidthLimits {
   double fail_below = 50, warn_below = 80;
   std::optional<double> link_gbps;
+  bool relative = false;
 };
 
 /// One direction of one cable, judged.
@@ -74,8 +88,8 @@ struct CableResult {
   std::string detail;
 };
 
-/// The reference of one direction: --link-gbps, else the slower end's reported link speed,
-/// else `fastest_gbps` (the fastest direction of this run); 0 when none.
+/// The reference of one direction: --link-gbps, else (unless --relative) the slower end's
+/// reported link speed, else `fastest_gbps` (the fastest direction of this run); 0 when none.
 std::pair<double, std::string> reference_rate(const StreamEnd& tx, const StreamEnd& rx,
                                               const BandwidthLimits& limits, double fastest_gbps);
 
@@ -107,5 +121,48 @@ StreamEnd stream_send(int fd, int test, const std::string& sysfs, const std::str
                       std::chrono::steady_clock::time_point deadline);
 StreamEnd stream_receive(int fd, int test, const std::string& sysfs, const std::string& netdev,
                          std::chrono::steady_clock::time_point deadline);
+
+/// The interface an RDMA device port's RoCE traffic leaves on: the netdev of its GID
+/// (`sysfs`/class/infiniband/DEV/ports/PORT/gid_attrs/ndevs/GID); "" when unknown.
+std::string rdma_netdev(const std::string& sysfs, const std::string& device, int port,
+                        int gid_index);
+
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+/// One direction of an RDMA cable: an RC queue pair between the two ends, each with a
+/// registered buffer (a control page and a data region). The receiver reads its counter, then
+/// writes "go" into the sender's control page; the sender writes its data region into the
+/// receiver's, kStreamDepth writes in flight, for `seconds`, then writes the byte count into
+/// the receiver's control page ("done"), which the receiver polls. Completions are those of
+/// RC: a write completes once the peer's NIC acknowledged it. Destroy before its lane.
+class RdmaStream {
+ public:
+  RdmaStream(verbs::OpenPort& lane, std::uint32_t timeout_ms, std::uint64_t wr_id);
+  ~RdmaStream();
+  RdmaStream(const RdmaStream&) = delete;
+  RdmaStream& operator=(const RdmaStream&) = delete;
+
+  std::vector<std::byte> endpoint() const;
+  void connect(std::span<const std::byte> remote, int peer);
+  StreamEnd send(int test, const std::string& sysfs, const std::string& netdev,
+                 std::chrono::milliseconds seconds, std::chrono::steady_clock::time_point deadline);
+  StreamEnd receive(int test, const std::string& sysfs, const std::string& netdev,
+                    std::chrono::steady_clock::time_point deadline);
+
+ private:
+  // Posts a signaled write of [offset, offset + len) of this buffer to the peer's same offset.
+  int post(std::size_t offset, std::uint32_t len, std::uint64_t wr_id);
+  // Waits for `n` of this stream's completions; "" or what failed.
+  std::string reap(int n, std::chrono::steady_clock::time_point deadline);
+  std::uint64_t word(int i) const noexcept;
+
+  verbs::OpenPort& lane_;
+  std::uint64_t wr_id_;
+  verbs::QpTimeouts timeouts_;
+  void* buf_ = nullptr;
+  verbs::MemoryRegion mr_;
+  verbs::QueuePair qp_;
+  verbs::Endpoint local_, remote_;
+};
+#endif
 
 }  // namespace spark::doctor

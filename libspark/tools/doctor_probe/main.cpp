@@ -99,6 +99,7 @@ ProbeOptions parse_args(int argc, char** argv) {
   app.add_option("--iters", o.iters)->check(CLI::Range(1, 100000));
   app.add_flag("--json", o.json);
   app.add_flag("--bandwidth", o.bandwidth);
+  app.add_flag("--relative", o.limits.relative);
   app.add_option("--seconds", o.seconds)->check(CLI::Range(1, 600));
   double link_gbps = 0;
   auto* link = app.add_option("--link-gbps", link_gbps)->check(CLI::Range(0.001, 100000.0));
@@ -204,23 +205,106 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
 // Offset of the streams' hello numbers: a stream's hello never matches a round trip's.
 constexpr int kStreamHello = 1 << 20;
 
-std::string stream_lane(const std::vector<RankLanes>& ranks, const Stream& st) {
-  const auto& ra = ranks[static_cast<std::size_t>(st.a)];
-  const auto& rb = ranks[static_cast<std::size_t>(st.b)];
-  const std::string x = ra.tcp[static_cast<std::size_t>(st.la)].name;
-  const std::string y = rb.tcp[static_cast<std::size_t>(st.lb)].name;
-  return st.a_sends ? "tcp:" + x + "->" + y : "tcp:" + y + "->" + x;
+// What each rank publishes of its lanes' interfaces: the netdev and MTU of every tcp lane
+// (the lane is the netdev) and of every RDMA lane (its GID's netdev).
+struct LaneNetdevs {
+  std::vector<std::string> tcp, rdma;
+  std::vector<int> tcp_mtu, rdma_mtu;
+};
+
+const std::vector<fabric::Lane>& lanes_of(const RankLanes& r, LinkKind kind) {
+  return kind == LinkKind::rdma ? r.rdma : r.tcp;
 }
+
+// (netdev, MTU) of rank r's lane `lane` of `kind`.
+std::pair<std::string, int> netdev_of(const std::vector<LaneNetdevs>& nets, int r, LinkKind kind,
+                                      int lane) {
+  const auto& n = nets[static_cast<std::size_t>(r)];
+  const auto& names = kind == LinkKind::rdma ? n.rdma : n.tcp;
+  const auto& mtus = kind == LinkKind::rdma ? n.rdma_mtu : n.tcp_mtu;
+  const auto i = static_cast<std::size_t>(lane);
+  return {i < names.size() ? names[i] : "", i < mtus.size() ? mtus[i] : 0};
+}
+
+// "rxe0->rxe1" / "tcp:to1->to0", in the stream's direction.
+std::string stream_lane(const std::vector<RankLanes>& ranks, const Stream& st) {
+  const std::string x =
+      lanes_of(ranks[static_cast<std::size_t>(st.a)], st.kind)[static_cast<std::size_t>(st.la)]
+          .name;
+  const std::string y =
+      lanes_of(ranks[static_cast<std::size_t>(st.b)], st.kind)[static_cast<std::size_t>(st.lb)]
+          .name;
+  const std::string pfx = st.kind == LinkKind::tcp ? "tcp:" : "";
+  return st.a_sends ? pfx + x + "->" + y : pfx + y + "->" + x;
+}
+
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+// The RDMA streams' queue pairs, one per stream this rank is in (key: the stream's number),
+// connected through the bootstrap; a failure is the stream's error at this end.
+struct RdmaStreams {
+  std::map<std::size_t, std::unique_ptr<RdmaStream>> qps;
+  std::map<std::size_t, std::string> errors;
+};
+
+RdmaStreams connect_rdma_streams(const ProbeOptions& o, const std::vector<Stream>& streams,
+                                 RdmaSetup& rdma, bootstrap::Bootstrap* boot, int rank,
+                                 milliseconds fence_timeout) {
+  RdmaStreams out;
+  auto key = [](std::size_t u) { return "spark.doctor.stream." + std::to_string(u); };
+  for (std::size_t u = 0; u < streams.size(); ++u) {
+    const Stream& st = streams[u];
+    if (st.kind != LinkKind::rdma || (st.a != rank && st.b != rank)) continue;
+    const int mine = st.a == rank ? st.la : st.lb;
+    std::string value;
+    try {
+      auto q =
+          std::make_unique<RdmaStream>(*rdma.lanes[static_cast<std::size_t>(mine)],
+                                       static_cast<std::uint32_t>(o.timeout_ms), (1ull << 40) + u);
+      auto ep = q->endpoint();
+      value.assign(reinterpret_cast<const char*>(ep.data()), ep.size());
+      out.qps[u] = std::move(q);
+    } catch (const std::exception& e) {
+      out.errors[u] = e.what();
+      value = std::string("ERR:") + e.what();
+    }
+    boot->put(key(u), as_bytes(value));
+  }
+  boot->commit();
+  boot->fence(fence_timeout);
+  for (auto& [u, q] : out.qps) {
+    const Stream& st = streams[u];
+    const int peer = st.a == rank ? st.b : st.a;
+    const auto remote = to_string(boot->get(peer, key(u)));
+    try {
+      if (remote.rfind("ERR:", 0) == 0)
+        throw Error("the peer could not set up its end: " + remote.substr(4));
+      q->connect(as_bytes(remote), peer);
+    } catch (const std::exception& e) {
+      out.errors[u] = e.what();
+    }
+  }
+  boot->fence(fence_timeout);  // every stream's QP is at RTS before the first write
+  return out;
+}
+#endif
 
 // --bandwidth: this rank's part of every stream, in the global order, stream u within
 // [start + u x window, start + (u + 1) x window) (the round trips' scheme: no fence between
-// streams, a silent peer costs its window and no more).
+// streams, a silent peer costs its window and no more). tcp streams connect with the test's
+// hello; RDMA streams use the queue pairs set up before.
+struct StreamContext {
+  const std::vector<RankLanes>& ranks;
+  const std::vector<LaneNetdevs>& nets;
+  const std::vector<fabric::Lane>& tcp_lanes;
+  const std::vector<net::Listener>& listeners;
+  const std::vector<std::vector<int>>& tcp_ports;
+  const net::hello::Token& token;
+  int rank, size;
+};
+
+template <class RdmaQps>
 std::vector<StreamEnd> run_streams(const ProbeOptions& o, const std::vector<Stream>& streams,
-                                   const std::vector<RankLanes>& ranks,
-                                   const std::vector<fabric::Lane>& tcp_lanes,
-                                   const std::vector<net::Listener>& listeners,
-                                   const std::vector<std::vector<int>>& tcp_ports,
-                                   const net::hello::Token& token, int rank, int size,
+                                   const StreamContext& c, RdmaQps* rdma,
                                    std::chrono::steady_clock::time_point& window_end) {
   const milliseconds seconds(1000LL * o.seconds);
   const milliseconds window = seconds + milliseconds(1000);
@@ -228,33 +312,52 @@ std::vector<StreamEnd> run_streams(const ProbeOptions& o, const std::vector<Stre
   std::vector<StreamEnd> ends;
   for (std::size_t u = 0; u < streams.size(); ++u) {
     const Stream& st = streams[u];
-    if (st.a != rank && st.b != rank) continue;
+    if (st.a != c.rank && st.b != c.rank) continue;
     const auto deadline = start + window * static_cast<int>(u + 1);
-    const TripHello hello{token, size, st.a, st.b, kStreamHello + static_cast<int>(u)};
-    const bool initiator = st.a == rank;
-    const auto& mine = tcp_lanes[static_cast<std::size_t>(initiator ? st.la : st.lb)];
+    const bool initiator = st.a == c.rank;
+    const bool sending = initiator == st.a_sends;
+    const int mine = initiator ? st.la : st.lb;
+    const std::string netdev = netdev_of(c.nets, c.rank, st.kind, mine).first;
+    StreamEnd e;
+    e.test = static_cast<int>(u);
+    e.sender = sending;
+    e.netdev = netdev;
+    if (st.kind == LinkKind::rdma) {
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+      if (auto err = rdma->errors.find(u); err != rdma->errors.end()) {
+        e.error = err->second;
+      } else {
+        auto& q = *rdma->qps.at(u);
+        e = sending ? q.send(e.test, o.sysfs, netdev, seconds, deadline)
+                    : q.receive(e.test, o.sysfs, netdev, deadline);
+        rdma->qps.erase(u);  // with whatever a slow link still holds: no retries after its window
+      }
+#else
+      (void)rdma;
+      e.error = "this build has no RDMA";
+#endif
+      ends.push_back(std::move(e));
+      continue;
+    }
+    const TripHello hello{c.token, c.size, st.a, st.b, kStreamHello + static_cast<int>(u)};
+    const auto& lane = c.tcp_lanes[static_cast<std::size_t>(mine)];
     std::string why;
     net::Fd fd;
     if (initiator) {
-      const auto& to = ranks[static_cast<std::size_t>(st.b)].tcp[static_cast<std::size_t>(st.lb)];
+      const auto& to = c.ranks[static_cast<std::size_t>(st.b)].tcp[static_cast<std::size_t>(st.lb)];
       fd = connect_with_hello(
-          mine, to.ipv4, tcp_ports[static_cast<std::size_t>(st.b)][static_cast<std::size_t>(st.lb)],
-          hello, deadline, why);
+          lane, to.ipv4,
+          c.tcp_ports[static_cast<std::size_t>(st.b)][static_cast<std::size_t>(st.lb)], hello,
+          deadline, why);
     } else {
-      fd = accept_with_hello(listeners[static_cast<std::size_t>(st.lb)], hello, deadline, why);
+      fd = accept_with_hello(c.listeners[static_cast<std::size_t>(st.lb)], hello, deadline, why);
     }
-    const bool sending = initiator == st.a_sends;
-    StreamEnd e;
-    if (!fd) {
-      e.test = static_cast<int>(u);
-      e.sender = sending;
-      e.netdev = mine.name;
+    if (!fd)
       e.error = why;
-    } else if (sending) {
-      e = stream_send(fd.get(), static_cast<int>(u), o.sysfs, mine.name, seconds, deadline);
-    } else {
-      e = stream_receive(fd.get(), static_cast<int>(u), o.sysfs, mine.name, deadline);
-    }
+    else if (sending)
+      e = stream_send(fd.get(), e.test, o.sysfs, netdev, seconds, deadline);
+    else
+      e = stream_receive(fd.get(), e.test, o.sysfs, netdev, deadline);
     ends.push_back(std::move(e));
   }
   window_end = start + window * static_cast<int>(streams.size());
@@ -289,21 +392,19 @@ std::vector<CableResult> judge_streams(const BandwidthLimits& limits,
   return out;
 }
 
-// One "path MTU" row per cable (the first ranks of two hosts, a tcp lane pair on one subnet):
+// One "path MTU" row per cable (the first ranks of two hosts, a lane pair on one subnet):
 // both ends' interface MTU; a mismatch fails naming both (a frame the larger end sends is
 // dropped by the smaller: RoCE shows it later as IBV_WC_RETRY_EXC_ERR, tcp as stalls).
 std::vector<JobRow> mtu_rows(const std::vector<Stream>& streams,
                              const std::vector<RankLanes>& ranks,
-                             const std::vector<std::vector<int>>& mtus) {
+                             const std::vector<LaneNetdevs>& nets) {
   std::vector<JobRow> rows;
   for (const Stream& st : streams) {
     if (!st.a_sends) continue;
     const auto& ra = ranks[static_cast<std::size_t>(st.a)];
     const auto& rb = ranks[static_cast<std::size_t>(st.b)];
-    const int ma = mtus[static_cast<std::size_t>(st.a)][static_cast<std::size_t>(st.la)];
-    const int mb = mtus[static_cast<std::size_t>(st.b)][static_cast<std::size_t>(st.lb)];
-    const std::string na = ra.tcp[static_cast<std::size_t>(st.la)].name;
-    const std::string nb = rb.tcp[static_cast<std::size_t>(st.lb)].name;
+    const auto [na, ma] = netdev_of(nets, st.a, st.kind, st.la);
+    const auto [nb, mb] = netdev_of(nets, st.b, st.kind, st.lb);
     JobRow r{ra.host,    st.a, "path MTU", stream_lane(ranks, st), rank_label(st.b, rb.host),
              Status::ok, -1,   ""};
     if (ma == 0 || mb == 0) {
@@ -440,9 +541,28 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
   boot->put("spark.doctor.rdma", as_bytes(fabric::encode_lanes(rdma.published)));
   boot->put("spark.doctor.tcp", as_bytes(fabric::encode_lanes(tcp_lanes)));
   boot->put("spark.doctor.ports", as_bytes(fabric::encode_ports(ports)));
-  std::vector<int> mtus;
-  for (const auto& l : tcp_lanes) mtus.push_back(netdev_mtu(o.sysfs, l.name));
-  boot->put("spark.doctor.mtu", as_bytes(fabric::encode_ports(mtus)));
+  {
+    LaneNetdevs mine;
+    for (const auto& l : tcp_lanes) {
+      mine.tcp.push_back(l.name);
+      mine.tcp_mtu.push_back(netdev_mtu(o.sysfs, l.name));
+    }
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+    for (const auto& l : rdma.lanes) {
+      mine.rdma.push_back(rdma_netdev(o.sysfs, l->name, l->port, l->gid.index));
+      mine.rdma_mtu.push_back(netdev_mtu(o.sysfs, mine.rdma.back()));
+    }
+#endif
+    auto names = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (const auto& n : v) out += (out.empty() ? "" : ",") + (n.empty() ? "?" : n);
+      return out;
+    };
+    boot->put("spark.doctor.netdevs.tcp", as_bytes(names(mine.tcp)));
+    boot->put("spark.doctor.netdevs.rdma", as_bytes(names(mine.rdma)));
+    boot->put("spark.doctor.mtu.tcp", as_bytes(fabric::encode_ports(mine.tcp_mtu)));
+    boot->put("spark.doctor.mtu.rdma", as_bytes(fabric::encode_ports(mine.rdma_mtu)));
+  }
   const auto facts = roce_facts(o, cfg, host, rank, rows);
   boot->put("spark.doctor.roce.lanes", as_bytes(facts.lanes));
   boot->put("spark.doctor.roce.prefer", as_bytes(facts.prefer));
@@ -453,7 +573,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
 
   std::vector<RankLanes> ranks(static_cast<std::size_t>(size));
   std::vector<std::vector<int>> tcp_ports(static_cast<std::size_t>(size));
-  std::vector<std::vector<int>> tcp_mtus(static_cast<std::size_t>(size));
+  std::vector<LaneNetdevs> nets(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {
     auto& rl = ranks[static_cast<std::size_t>(r)];
     rl.host = to_string(boot->get(r, "spark.doctor.host"));
@@ -461,8 +581,17 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
     rl.tcp = fabric::decode_lanes(to_string(boot->get(r, "spark.doctor.tcp")));
     tcp_ports[static_cast<std::size_t>(r)] =
         fabric::decode_ports(to_string(boot->get(r, "spark.doctor.ports")), rank_label(r, rl.host));
-    tcp_mtus[static_cast<std::size_t>(r)] =
-        fabric::decode_mtus(to_string(boot->get(r, "spark.doctor.mtu")), rank_label(r, rl.host));
+    auto& n = nets[static_cast<std::size_t>(r)];
+    for (const char* kind : {"tcp", "rdma"}) {
+      const bool tcp = std::string_view(kind) == "tcp";
+      auto& names = tcp ? n.tcp : n.rdma;
+      const auto text = to_string(boot->get(r, std::string("spark.doctor.netdevs.") + kind));
+      if (!text.empty())
+        for (const auto name : fabric::split(text, ','))
+          names.emplace_back(name == "?" ? "" : name);
+      (tcp ? n.tcp_mtu : n.rdma_mtu) = fabric::decode_mtus(
+          to_string(boot->get(r, std::string("spark.doctor.mtu.") + kind)), rank_label(r, rl.host));
+    }
   }
 
   // Host checks, once per host (its first rank).
@@ -615,8 +744,13 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
     // Every round trip is done before the first stream, which would distort their timing.
     boot->fence(fence_timeout + std::chrono::duration_cast<milliseconds>(
                                     window_end - std::chrono::steady_clock::now()));
-    stream_ends = run_streams(o, streams, ranks, tcp_lanes, listeners, tcp_ports, token, rank, size,
-                              window_end);
+    const StreamContext ctx{ranks, nets, tcp_lanes, listeners, tcp_ports, token, rank, size};
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+    auto qps = connect_rdma_streams(o, streams, rdma, boot, rank, fence_timeout);
+    stream_ends = run_streams(o, streams, ctx, &qps, window_end);
+#else
+    stream_ends = run_streams(o, streams, ctx, static_cast<int*>(nullptr), window_end);
+#endif
   }
   boot->put("spark.doctor.rows", as_bytes(encode_rows(rows)));
   boot->put("spark.doctor.passed", as_bytes(fabric::encode_triples(passed)));
@@ -626,7 +760,7 @@ int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap
                                   window_end - std::chrono::steady_clock::now()));
   int code = 0;
   if (rank == 0) {
-    std::vector<JobRow> all = mtu_rows(streams, ranks, tcp_mtus);
+    std::vector<JobRow> all = mtu_rows(streams, ranks, nets);
     std::set<std::tuple<int, int, int>> ok;
     std::vector<StreamEnd> ends;
     for (int r = 0; r < size; ++r) {

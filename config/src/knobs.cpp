@@ -163,7 +163,7 @@ constexpr Knob kKnobs[] = {
      "HOST:PORT. Falls back to MASTER_ADDR:MASTER_PORT.",
      KnobType::host_port, KnobOrigin::user, 0, 0, {}},
     {"SPARK_RANK", "integer", "", "This process's rank, 0..SPARK_SIZE-1.", KnobType::integer,
-     KnobOrigin::launcher, 0, kMaxRanks - 1, {}},
+     KnobOrigin::launcher, 0, kMaxRanks - 1, {}, &fill<&CommOptions::launcher_rank>},
     {"SPARK_SIZE", "integer", "", "Number of ranks in the job.", KnobType::integer,
      KnobOrigin::launcher, 1, kMaxRanks, {}},
     {"SPARK_LOCAL_RANK", "integer", "",

@@ -15,8 +15,9 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
   if (options_.timeout_ms == 0) throw InvalidUsage("timeout must be at least 1 ms");
   if (options_.trace_path) trace_ = std::make_unique<Trace>(*options_.trace_path, boot_->rank());
   if (options_.flight_ops > 0)  // before the wire-up: a job stuck in init's barrier shows it
-    recorder_ =
-        std::make_unique<FlightRecorder>(options_.job_id, boot_->rank(), options_.flight_ops);
+    recorder_ = std::make_unique<FlightRecorder>(
+        options_.launcher_rank ? options_.job_id : std::string(),
+        options_.launcher_rank.value_or(boot_->rank()), options_.flight_ops);
   // The folds are process-wide: the communicator built last sets their cap (every level gives
   // the same bits, so ranks need not agree on it).
   const coll::CpuIsa isa = coll::limit_fold_isa(options_.max_cpu_isa);

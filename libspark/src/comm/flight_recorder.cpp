@@ -24,16 +24,16 @@ FlightRecorder::FlightRecorder(const std::string& job_id, int rank, std::uint32_
   void* mem = MAP_FAILED;
   if (!job_id.empty()) {
     name_ = flight::segment_name(job_id, rank);
-    const int fd = ::shm_open(name_.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
+    // O_EXCL: the process's first world communicator takes the name; another one (torch
+    // makes one per process group) keeps its ring to itself.
+    const int fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0) {
       if (::ftruncate(fd, static_cast<off_t>(bytes_)) == 0)
         mem = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       ::close(fd);
+      if (mem == MAP_FAILED) ::shm_unlink(name_.c_str());
     }
-    if (mem == MAP_FAILED) {  // no /dev/shm: the recorder still works, unseen from outside
-      if (fd >= 0) ::shm_unlink(name_.c_str());
-      name_.clear();
-    }
+    if (mem == MAP_FAILED) name_.clear();  // taken, or no /dev/shm: private, unseen outside
   }
   if (mem == MAP_FAILED)
     mem = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -53,6 +53,9 @@ struct CommOptions {
   std::size_t slots = 8;                  ///< shm and roce
   std::optional<std::string> trace_path;  ///< SPARK_TRACE
   std::uint32_t flight_ops = 64;          ///< SPARK_FLIGHT_RECORDER (0: off)
+  /// SPARK_RANK: the launcher's rank of this process, which names its flight recorder (a
+  /// communicator made over a caller's store may have another rank in its own group).
+  std::optional<int> launcher_rank;
   /// The knob rows of scope job (config.hpp, KnobScope) as NAME, value ("" = unset), in table
   /// order: what the wire-up compares across ranks (comm/settings_digest.hpp).
   std::vector<std::pair<std::string, std::string>> job_settings;

@@ -128,7 +128,8 @@ modlist="$work/modules.txt"
 mods="crc32_generic rdma_rxe dummy"
 # With NICs (VM meshes) also tc's filters, so a scenario can drop RoCE (UDP 4791) on a
 # cable while tcp still crosses it: clsact (sch_ingress), u32 match, drop action (gact).
-[[ $with_e1000 -eq 1 ]] && mods="$mods e1000 sch_ingress cls_u32 act_gact"
+# And prio + tbf, to shape RoCE on a cable (doctor --bandwidth's slow-cable case).
+[[ $with_e1000 -eq 1 ]] && mods="$mods e1000 sch_ingress cls_u32 act_gact sch_prio sch_tbf"
 for m in $mods; do
   modprobe -d "$kdir" -S "$kver" --show-depends "$m" | awk '$1=="insmod"{print $2}' >>"$modlist" ||
     die "modprobe --show-depends $m failed"

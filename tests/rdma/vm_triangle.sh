@@ -20,7 +20,12 @@
 #      and 3 runs on tcp, and rank 0 says once which pair and why;
 #   7. RoCE dropped on that cable (tc drops UDP 4791 arriving at node 3's eth1; tcp still crosses):
 #      both lanes exist but every RDMA WRITE probe fails, so the pair falls back to tcp, with
-#      rank 0's note naming the pair and the probe's failure.
+#      rank 0's note naming the pair and the probe's failure;
+#   8. `sparkrun doctor --bandwidth`'s program: an RDMA WRITE stream each way on every cable,
+#      RoCE leaving node 1 on its cable to node 2 shaped to 4 Mbit/s (tc prio + tbf on UDP 4791;
+#      the rendezvous on that cable is left alone): that direction FAILs by name, the five
+#      others are ok (their interface counters cover the payload); node 3's eth1 at MTU 1200:
+#      a path MTU FAIL row naming both ends and values.
 set -u
 node=$(cat /etc/spark_node)
 rank=$((node - 1))
@@ -251,6 +256,53 @@ probe_fails_three() {
   esac
 }
 
+# 8. Every cable qualified at speed, one direction shaped; then an MTU lowered on one end.
+#    Under TCG absolute rates mean nothing: --relative judges against the run's fastest
+#    direction, and 2 % thresholds keep the emulator's own jitter (clean directions spread
+#    over 10x here) from failing a clean one; the shaped one moves nothing in its window.
+doctor_bandwidth() {
+  local tc=/usr/sbin/tc
+  if [ $node -eq 1 ]; then
+    $tc qdisc add dev eth0 root handle 1: prio &&
+      $tc qdisc add dev eth0 parent 1:3 handle 30: tbf rate 4mbit burst 16kb latency 400ms &&
+      $tc filter add dev eth0 parent 1: protocol ip u32 match ip protocol 17 0xff \
+        match ip dport 4791 0xffff flowid 1:3 || return 1
+  fi
+  job3 29560 SPARK_LOG=info spark_doctor_probe --bandwidth --seconds 1 --relative \
+    --warn-below 2 --fail-below 2 --iters 2 --probe-timeout-ms 10000 >/tmp/bw.out 2>&1
+  [ $node -eq 1 ] && $tc qdisc del dev eth0 root
+  [ $node -eq 1 ] || return 0
+  cat /tmp/bw.out
+  grep -Eq "^  FAIL +rank 0 \(vm1\) -> rank 1 \(vm2\) +rxe0->rxe0 " /tmp/bw.out ||
+    { echo "no FAIL summary line for the shaped direction vm1 -> vm2"; return 1; }
+  [ "$(grep -Ec '^  ok +rank' /tmp/bw.out)" -eq 5 ] || { echo "expected the 5 other directions ok"; return 1; }
+  [ "$(grep -Ec ' bandwidth .* ok .*left eth[01] \+.*arrived on eth[01] \+' /tmp/bw.out)" -eq 5 ] ||
+    { echo "expected 5 ok bandwidth rows with both interfaces' counters"; return 1; }
+}
+doctor_mtu() {
+  # (the MTU change takes rxe1's port down for a moment: the job starts once it is back)
+  if [ $node -eq 3 ]; then
+    /usr/sbin/ip link set eth1 mtu 1200 || return 1
+    i=0
+    until grep -q ACTIVE /sys/class/infiniband/rxe1/ports/1/state; do
+      i=$((i + 1)); [ $i -le 100 ] || { echo "rxe1 not active again"; return 1; }; sleep 0.1
+    done
+  fi
+  job3 29561 SPARK_LOG=error spark_doctor_probe --iters 2 --probe-timeout-ms 10000 >/tmp/mtu.out 2>&1
+  if [ $node -eq 3 ]; then
+    /usr/sbin/ip link set eth1 mtu 9000
+    i=0
+    until grep -q ACTIVE /sys/class/infiniband/rxe1/ports/1/state || [ $i -ge 100 ]; do
+      i=$((i + 1)); sleep 0.1
+    done
+  fi
+  [ $node -eq 1 ] || return 0
+  cat /tmp/mtu.out
+  grep -Eq "path MTU .*FAIL .*MTU differs: vm2 eth1 9000, vm3 eth1 1200" /tmp/mtu.out ||
+    { echo "no path MTU FAIL row naming vm2 eth1 9000 and vm3 eth1 1200"; return 1; }
+  [ "$(grep -Ec 'path MTU .* ok ' /tmp/mtu.out)" -eq 2 ] || { echo "the two other cables must be ok"; return 1; }
+}
+
 run peer_up reachable $neighbours
 [ $failed -eq 0 ] || exit 1
 run triangle_default_roce default_roce
@@ -258,7 +310,11 @@ run triangle_split_direct split_direct
 run triangle_map_wins_port1 map_wins
 run triangle_stopped_rank stopped_rank
 run triangle_cable_down cable_down
-if [ -x /bin/spark_doctor_probe ]; then run triangle_doctor_roce_lanes doctor_roce_lanes; fi
+if [ -x /bin/spark_doctor_probe ]; then
+  run triangle_doctor_roce_lanes doctor_roce_lanes
+  run triangle_doctor_bandwidth doctor_bandwidth
+  run triangle_doctor_mtu doctor_mtu
+fi
 run triangle_no_rdma_lane_tcp no_rdma_lane
 run triangle_probe_fails_tcp probe_fails
 run triangle_probe_fails_three_ranks probe_fails_three

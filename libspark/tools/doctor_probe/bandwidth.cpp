@@ -492,6 +492,14 @@ StreamEnd RdmaStream::send(int test, const std::string& sysfs, const std::string
     break;
   }
   e.seconds = std::chrono::duration<double>(last - first).count();
+  if (in_flight > 0) {
+    // Writes still queued behind a slow link: the error state flushes them at once (their
+    // completions carry this stream's id, which no other test takes for its own), so neither
+    // rxe's retries nor the QP's destruction outlive the window.
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    (void)ibv_modify_qp(qp_.get(), &attr, IBV_QP_STATE);
+  }
   if (in_flight == 0 && e.error.empty()) {
     // "done": the count, + 1 so that an empty stream is still an answer.
     std::atomic_ref<std::uint64_t>(static_cast<std::uint64_t*>(buf_)[1]) = e.payload + 1;

@@ -302,6 +302,35 @@ struct StreamContext {
   int rank, size;
 };
 
+// One tcp stream: the initiator (the lower rank) connects with the test's hello, then one end
+// sends and the other receives.
+StreamEnd tcp_stream(const ProbeOptions& o, const Stream& st, std::size_t u, const StreamContext& c,
+                     bool sending, const std::string& netdev, milliseconds seconds,
+                     std::chrono::steady_clock::time_point deadline) {
+  const TripHello hello{c.token, c.size, st.a, st.b, kStreamHello + static_cast<int>(u)};
+  const bool initiator = st.a == c.rank;
+  const auto& lane = c.tcp_lanes[static_cast<std::size_t>(initiator ? st.la : st.lb)];
+  std::string why;
+  net::Fd fd;
+  if (initiator) {
+    const auto& to = c.ranks[static_cast<std::size_t>(st.b)].tcp[static_cast<std::size_t>(st.lb)];
+    fd = connect_with_hello(
+        lane, to.ipv4, c.tcp_ports[static_cast<std::size_t>(st.b)][static_cast<std::size_t>(st.lb)],
+        hello, deadline, why);
+  } else {
+    fd = accept_with_hello(c.listeners[static_cast<std::size_t>(st.lb)], hello, deadline, why);
+  }
+  if (fd)
+    return sending ? stream_send(fd.get(), static_cast<int>(u), o.sysfs, netdev, seconds, deadline)
+                   : stream_receive(fd.get(), static_cast<int>(u), o.sysfs, netdev, deadline);
+  StreamEnd e;
+  e.test = static_cast<int>(u);
+  e.sender = sending;
+  e.netdev = netdev;
+  e.error = why;
+  return e;
+}
+
 template <class RdmaQps>
 std::vector<StreamEnd> run_streams(const ProbeOptions& o, const std::vector<Stream>& streams,
                                    const StreamContext& c, RdmaQps* rdma,
@@ -314,15 +343,14 @@ std::vector<StreamEnd> run_streams(const ProbeOptions& o, const std::vector<Stre
     const Stream& st = streams[u];
     if (st.a != c.rank && st.b != c.rank) continue;
     const auto deadline = start + window * static_cast<int>(u + 1);
-    const bool initiator = st.a == c.rank;
-    const bool sending = initiator == st.a_sends;
-    const int mine = initiator ? st.la : st.lb;
-    const std::string netdev = netdev_of(c.nets, c.rank, st.kind, mine).first;
+    const bool sending = (st.a == c.rank) == st.a_sends;
+    const std::string netdev =
+        netdev_of(c.nets, c.rank, st.kind, st.a == c.rank ? st.la : st.lb).first;
     StreamEnd e;
-    e.test = static_cast<int>(u);
-    e.sender = sending;
-    e.netdev = netdev;
     if (st.kind == LinkKind::rdma) {
+      e.test = static_cast<int>(u);
+      e.sender = sending;
+      e.netdev = netdev;
 #ifdef SPARK_DOCTOR_HAVE_VERBS
       if (auto err = rdma->errors.find(u); err != rdma->errors.end()) {
         e.error = err->second;
@@ -330,34 +358,24 @@ std::vector<StreamEnd> run_streams(const ProbeOptions& o, const std::vector<Stre
         auto& q = *rdma->qps.at(u);
         e = sending ? q.send(e.test, o.sysfs, netdev, seconds, deadline)
                     : q.receive(e.test, o.sysfs, netdev, deadline);
-        rdma->qps.erase(u);  // with whatever a slow link still holds: no retries after its window
+        rdma->qps.erase(u);  // flushed (RdmaStream::send): nothing of it outlives its window
       }
 #else
       (void)rdma;
       e.error = "this build has no RDMA";
 #endif
-      ends.push_back(std::move(e));
-      continue;
-    }
-    const TripHello hello{c.token, c.size, st.a, st.b, kStreamHello + static_cast<int>(u)};
-    const auto& lane = c.tcp_lanes[static_cast<std::size_t>(mine)];
-    std::string why;
-    net::Fd fd;
-    if (initiator) {
-      const auto& to = c.ranks[static_cast<std::size_t>(st.b)].tcp[static_cast<std::size_t>(st.lb)];
-      fd = connect_with_hello(
-          lane, to.ipv4,
-          c.tcp_ports[static_cast<std::size_t>(st.b)][static_cast<std::size_t>(st.lb)], hello,
-          deadline, why);
     } else {
-      fd = accept_with_hello(c.listeners[static_cast<std::size_t>(st.lb)], hello, deadline, why);
+      e = tcp_stream(o, st, u, c, sending, netdev, seconds, deadline);
     }
-    if (!fd)
-      e.error = why;
-    else if (sending)
-      e = stream_send(fd.get(), e.test, o.sysfs, netdev, seconds, deadline);
-    else
-      e = stream_receive(fd.get(), e.test, o.sysfs, netdev, deadline);
+    if (log::enabled(log::Level::info, "doctor"))
+      log::line("doctor", "stream " + std::to_string(u) + " " + stream_lane(c.ranks, st) + ": " +
+                              (sending ? "sent " : "received ") + std::to_string(e.payload) +
+                              " bytes" + (e.error.empty() ? "" : " (" + e.error + ")") +
+                              ", ended " +
+                              std::to_string(std::chrono::duration_cast<milliseconds>(
+                                                 deadline - std::chrono::steady_clock::now())
+                                                 .count()) +
+                              " ms before its window's end");
     ends.push_back(std::move(e));
   }
   window_end = start + window * static_cast<int>(streams.size());

@@ -4,7 +4,9 @@
 #   1. the fabric map with RDMA lanes: two direct lane pairs, rxe0<->rxe0 and rxe1<->rxe1;
 #   2. libspark collectives on SPARK_TRANSPORT=roce striped over rxe0+rxe1 (allreduce_perf
 #      checks every element on every rank), and both e1000 links carried the traffic;
-#   3. a SIGSTOPped rank on node 2: node 1's failure record names it, its rxe lane and seq.
+#   3. a SIGSTOPped rank on node 2: node 1's failure record names it, its rxe lane and seq;
+#   4. `sparkrun doctor --bandwidth`'s program (when built): both cables qualified both ways by
+#      RDMA WRITE streams, each direction ok with both interfaces' byte counters.
 set -u
 node=$(cat /etc/spark_node)
 peer=$((3 - node))
@@ -33,6 +35,20 @@ collectives() {
 }
 # Node 2 SIGSTOPs its rank once RDMA traffic flows; node 1's record must name rank 1, an rxe
 # lane and the sequence number, within the 3 s deadline (the peer's kernel still ACKs).
+# 4. Both cables at speed: 4 RDMA WRITE streams, all ok (relative to the run's fastest: TCG).
+doctor_bandwidth() {
+  env -u SPARK_TRANSPORT SPARK_RENDEZVOUS=10.60.0.1:29504 SPARK_LOG=error spark_doctor_probe \
+    --bandwidth --seconds 1 --relative --warn-below 2 --fail-below 2 --iters 2 \
+    --probe-timeout-ms 10000 >/tmp/bw.out 2>&1
+  [ $node -eq 1 ] || return 0
+  cat /tmp/bw.out
+  [ "$(grep -Ec '^  ok +rank [01] \(vm[12]\) -> rank [01] \(vm[12]\) +rxe([01])->rxe\1 ' /tmp/bw.out)" -eq 4 ] ||
+    { echo "expected 4 ok directions (two cables, both ways)"; return 1; }
+  for e in eth0 eth1; do
+    [ "$(grep -Ec " bandwidth .* ok .*left $e \+.*arrived on $e \+" /tmp/bw.out)" -eq 2 ] ||
+      { echo "expected both directions of the $e cable with their counters"; return 1; }
+  done
+}
 stopped_peer() {
   args="-b 8 -e 8 -n 1000000 -w 0"
   export SPARKNET_ROCE_TIMEOUT_MS=3000 SPARK_LANES=rxe0,rxe1 SPARK_RENDEZVOUS=10.60.0.1:29503
@@ -61,4 +77,5 @@ run peer_up reachable 10.60.0.$peer 10.60.1.$peer
 run fabric_rdma_lanes fabric
 run roce_collectives_2_links collectives
 run roce_stopped_peer stopped_peer
+if [ -x /bin/spark_doctor_probe ]; then run doctor_bandwidth_pair doctor_bandwidth; fi
 exit $failed

@@ -168,6 +168,11 @@ std::string format_rate(double gbps) {
   return b;
 }
 
+Measured measured(const StreamEnd& tx, const StreamEnd& rx) {
+  if (rx.seconds > 0 || tx.seconds <= 0) return {rx.payload, rx.seconds};
+  return {tx.payload, tx.seconds};
+}
+
 std::pair<double, std::string> reference_rate(const StreamEnd& tx, const StreamEnd& rx,
                                               const BandwidthLimits& limits, double fastest_gbps) {
   if (limits.link_gbps) return {*limits.link_gbps, "--link-gbps"};
@@ -188,17 +193,14 @@ CableResult judge_stream(const std::string& from, const std::string& to, const s
   c.lane = lane;
   c.tx_netdev = tx.netdev;
   c.rx_netdev = rx.netdev;
-  // The receiver's measurement where it has one (tcp; RDMA when the sender's "done" came in
-  // time), else the sender's: its RDMA writes completed, so the peer's NIC acknowledged them.
-  const bool at_receiver = rx.seconds > 0 || tx.seconds <= 0;
-  const std::uint64_t payload = at_receiver ? rx.payload : tx.payload;
-  const double seconds = at_receiver ? rx.seconds : tx.seconds;
+  const Measured m = measured(tx, rx);
+  const std::uint64_t payload = m.payload;
   c.payload = payload;
   c.tx_bytes = tx.counter;
   c.rx_bytes = rx.counter;
   c.tx_mtu = tx.mtu;
   c.rx_mtu = rx.mtu;
-  c.gbps = seconds > 0 ? static_cast<double>(payload) * 8 / seconds / 1e9 : 0;
+  c.gbps = m.gbps();
   std::tie(c.reference_gbps, c.reference) = reference_rate(tx, rx, limits, fastest_gbps);
   c.percent = c.reference_gbps > 0 ? c.gbps / c.reference_gbps * 100 : 0;
   const std::string counters = "left " + tx.netdev + " +" + bytes_text(tx.counter) +

@@ -88,6 +88,16 @@ struct CableResult {
   std::string detail;
 };
 
+/// The payload and seconds a direction is judged by: the receiver's measurement where it has
+/// one (tcp; RDMA when the sender's "done" came in time), else the sender's (its RDMA writes
+/// completed, so the peer's NIC acknowledged them). The rate in Gb/s, 0 when unmeasured.
+struct Measured {
+  std::uint64_t payload = 0;
+  double seconds = 0;
+  double gbps() const { return seconds > 0 ? static_cast<double>(payload) * 8 / seconds / 1e9 : 0; }
+};
+Measured measured(const StreamEnd& tx, const StreamEnd& rx);
+
 /// The reference of one direction: --link-gbps, else (unless --relative) the slower end's
 /// reported link speed, else `fastest_gbps` (the fastest direction of this run); 0 when none.
 std::pair<double, std::string> reference_rate(const StreamEnd& tx, const StreamEnd& rx,

@@ -397,8 +397,8 @@ std::vector<CableResult> judge_streams(const BandwidthLimits& limits,
       (e.sender ? tx : rx)[static_cast<std::size_t>(e.test)] = e;
   double fastest = 0;
   for (std::size_t u = 0; u < streams.size(); ++u)
-    if (tx[u].error.empty() && rx[u].error.empty() && rx[u].seconds > 0)
-      fastest = std::max(fastest, static_cast<double>(rx[u].payload) * 8 / rx[u].seconds / 1e9);
+    if (tx[u].error.empty() && rx[u].error.empty())
+      fastest = std::max(fastest, measured(tx[u], rx[u]).gbps());
   std::vector<CableResult> out;
   for (std::size_t u = 0; u < streams.size(); ++u) {
     const Stream& st = streams[u];

@@ -5,8 +5,9 @@
 # 3 ranks, one per host, over tcp; rank 1 (host b) stops itself after 80 allreduces. Before the
 # others' timeout `sparkrun status` (from the root namespace: the daemons' sockets are on the
 # shared /dev/shm) shows all 3 ranks of the job, rank 1 stopped and ranks 0 and 2 waiting on it
-# over tcp. After it: the report folder in the job's working directory holds every host's
-# flight recorder file, rank 1 behind. Prints PASS or FAIL: <why>.
+# over tcp. After it: the report folder holds every host's
+# flight recorder file (SPARK_REPORT_DIR, as the daemons get it forwarded), rank 1 behind.
+# Prints PASS or FAIL: <why>.
 set -u
 sparkrun=$1 rank=$2
 work=$(mktemp -d /tmp/sparkrun-netns-status.XXXXXX)
@@ -18,7 +19,8 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- job output"; cat "$work/o" 2>/dev/null; exit 1; }
 cd "$work" || exit 1
-SPARK_TRANSPORT=tcp SPARKNET_ROCE_TIMEOUT_MS=6000 "$sparkrun" --launch-agent "$MH_AGENT" \
+# The daemons put their parts in SPARK_REPORT_DIR (scripts/test sets one): here, this folder.
+SPARK_REPORT_DIR=$work SPARK_TRANSPORT=tcp SPARKNET_ROCE_TIMEOUT_MS=6000 "$sparkrun" --launch-agent "$MH_AGENT" \
   --control-net "$MH_NET" -n 3 --host "$MH_HOSTS" "$rank" stop 1 80 >"$work/o" 2>&1 &
 job=$!
 for _ in $(seq 300); do grep -q "DIVERGING rank 1" "$work/o" && break; sleep 0.1; done
@@ -55,7 +57,7 @@ job=
 cat "$work/o"
 [ "$rc" -ne 0 ] || fail "the job passed"
 report=$(ls -d "$work"/report.* 2>/dev/null | head -1)
-[ -n "$report" ] || fail "no report folder in the working directory"
+[ -n "$report" ] || fail "no report folder in SPARK_REPORT_DIR"
 ls "$report"
 python3 - "$report" "$MH_NS1" "$MH_NS2" "$MH_NS3" <<'PY' || fail "report contents"
 import json, os, sys

@@ -46,7 +46,8 @@ def status(pid, *args):
 
 
 def start(args, env_extra, cwd):
-    env = dict(os.environ, SPARK_TRANSPORT="shm", **env_extra)
+    # Default report folders in `cwd` (scripts/test points SPARK_REPORT_DIR elsewhere).
+    env = dict(os.environ, SPARK_TRANSPORT="shm", SPARK_REPORT_DIR=cwd, **env_extra)
     log = open(os.path.join(cwd, "job.log"), "w+")
     p = subprocess.Popen([SPARKRUN, "-n", "3", "--kill-grace", "1", *args], stdout=log,
                          stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True)

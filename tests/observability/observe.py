@@ -9,7 +9,9 @@
    waiting on it (peer, lane, seconds); `status --stacks` writes every rank's stacks. After the
    timeout: the report folder holds every rank's recorder (the stopped one behind) and stacks
    with the waiting frame (wait_slow), and sparkrun names the folder in one line.
-3. a rank that sleeps before every allreduce: one warning naming it (none in case 1).
+3. a rank that sleeps before every allreduce: one warning naming it. (That equal ranks late by
+   turns get none is observability.SlowRank.*: here a suite beside this test may load one
+   core for seconds, and then a warning would be right.)
 4. a collective mismatch: the recorder names the rank that called another collective.
 Prints PASS, or FAIL: <why> and exits 1. Leaves no process, segment or folder behind.
 """
@@ -114,7 +116,6 @@ def case_running(work):
     finally:
         rc = finish(p, 60)
     check(rc == 0, f"stream job: sparkrun exited {rc}:\n{output(log)}")
-    check("arrived last" not in output(log), "a slow-rank warning for a job of equal ranks")
     check(not [f for f in os.listdir(work) if f.startswith("report.")],
           "a healthy job wrote a report folder")
 

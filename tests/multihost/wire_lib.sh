@@ -33,7 +33,8 @@ loss() { ipt "$1" -A OUTPUT -o eth0 ! -d "$MH_LAUNCHER_ADDR" -m statistic --mode
 start() {
   local name=$1 tmo=$2 rounds=$3 agent=${4:-$MH_AGENT}
   t_start=$(now_ms)
-  timeout -k 5 120 "$sparkrun" --launch-agent "$agent" --control-net "$MH_NET" -n 3 --host "$MH_HOSTS" \
+  # A failed job's report (flight recorders) goes to the jobs' folder, not the working one.
+  SPARK_REPORT_DIR=$out timeout -k 5 120 "$sparkrun" --launch-agent "$agent" --control-net "$MH_NET" -n 3 --host "$MH_HOSTS" \
     --kill-grace 0.5 -x SPARK_TRANSPORT=tcp -x SPARKNET_ROCE_TIMEOUT_MS="$tmo" \
     "$prog" mixed "$rounds" 65536 "$marker" >"$out/$name.o" 2>"$out/$name.e" &
   launcher=$!

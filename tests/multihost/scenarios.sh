@@ -7,6 +7,7 @@ set -u
 name=$1 sparkrun=$2 rank=$3 examples=${4:-}
 out=$(mktemp -d /tmp/mhtest.XXXXXX)
 trap 'rm -rf "$out"' EXIT
+export SPARK_REPORT_DIR=$out  # a failed job's report (report.JOBID) goes here, not to the test's folder
 marker="mhmark$$"
 sr=("$sparkrun" --launch-agent "$MH_AGENT" --control-net "$MH_NET")
 run() { "${sr[@]}" "$@"; }  # background jobs use "${sr[@]}" directly so that $! is sparkrun

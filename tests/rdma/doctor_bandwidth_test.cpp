@@ -65,6 +65,51 @@ TEST(DoctorBandwidth, StreamsRunBetweenTheFirstRanksOfTwoHostsBothWays) {
   EXPECT_EQ(plan_streams(rd)[0].kind, LinkKind::tcp);
 }
 
+// Two lane pairs between two hosts (two cables, or both PCIe halves of a port): their single
+// streams, then all lanes at once each way, as a job stripes them.
+TEST(DoctorBandwidth, TwoLanePairsAlsoGetAStripedStreamEachWay) {
+  std::vector<RankLanes> r = {
+      {"h0", {lane("rxe0", "10.0.1.1", 24), lane("rxe1", "10.0.2.1", 24)}, {}},
+      {"h1", {lane("rxe0", "10.0.1.2", 24), lane("rxe1", "10.0.2.2", 24)}, {}},
+  };
+  const auto s = plan_streams(r);
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_TRUE(s[3].stripe.empty());
+  const std::vector<std::pair<int, int>> both = {{0, 0}, {1, 1}};
+  EXPECT_EQ(s[4], (Stream{0, 1, 0, 0, true, LinkKind::rdma, both}));
+  EXPECT_EQ(s[5], (Stream{0, 1, 0, 0, false, LinkKind::rdma, both}));
+  EXPECT_EQ(s[4].pairs(), both);
+  EXPECT_EQ(s[0].pairs(), (std::vector<std::pair<int, int>>{{0, 0}}));
+  // One lane of h1 facing both of h0's (a lane would serve two connections at once): none.
+  r[1].rdma = {lane("rxe0", "10.0.0.2", 16)};
+  r[0].rdma = {lane("rxe0", "10.0.1.1", 16), lane("rxe1", "10.0.2.1", 16)};
+  for (const auto& st : plan_streams(r)) EXPECT_TRUE(st.stripe.empty());
+}
+
+// A striped end adds its lanes' bytes and counters, keeps the longest time, names every
+// interface and every error; it is judged against the sum of its lanes' own streams.
+TEST(DoctorBandwidth, AStripedEndCombinesItsLanesAndIsJudgedAgainstTheirSum) {
+  auto a = end(false, 100, 120, 1.0), b = end(false, 50, 70, 2.0);
+  b.netdev = "to9";
+  b.error = "recv: reset";
+  const auto c = combine_ends({a, b});
+  EXPECT_EQ(c.payload, 150u);
+  EXPECT_EQ(c.counter, 190);
+  EXPECT_EQ(c.seconds, 2.0);
+  EXPECT_EQ(c.netdev, "to0+to9");
+  EXPECT_EQ(c.error, "to9: recv: reset");
+  const std::uint64_t gb = 1'000'000'000 / 8;
+  const std::pair<double, std::string> sum{4.0, "the sum of its lanes' own streams"};
+  auto r = judge_stream("a", "b", "rxe0->rxe0+rxe1->rxe1", end(true, gb, gb + 1, 0),
+                        end(false, gb, gb + 1, 1.0), BandwidthLimits{}, 0, &sum);
+  EXPECT_TRUE(r.striped);
+  EXPECT_EQ(r.status, Status::fail) << r.detail;  // 1 of 4 Gb/s: the lanes share a bottleneck
+  EXPECT_NE(r.detail.find("25 % of 4.00 Gb/s (the sum of its lanes' own streams)"),
+            std::string::npos)
+      << r.detail;
+  EXPECT_EQ(cable_row("h0", 0, r).check, "striped");
+}
+
 TEST(DoctorBandwidth, StreamEndsRoundTripThroughTheWireFormat) {
   std::vector<StreamEnd> ends = {end(true, 1000, 1100, 0), end(false, 1000, 1080, 0.25, 10000)};
   ends[1].test = 7;

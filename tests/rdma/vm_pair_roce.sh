@@ -6,7 +6,8 @@
 #      checks every element on every rank), and both e1000 links carried the traffic;
 #   3. a SIGSTOPped rank on node 2: node 1's failure record names it, its rxe lane and seq;
 #   4. `sparkrun doctor --bandwidth`'s program (when built): both cables qualified both ways by
-#      RDMA WRITE streams, each direction ok with both interfaces' byte counters.
+#      RDMA WRITE streams, each direction ok with both interfaces' byte counters; then both
+#      cables at once each way (a job's striping), judged against the sum of the two.
 set -u
 node=$(cat /etc/spark_node)
 peer=$((3 - node))
@@ -35,7 +36,8 @@ collectives() {
 }
 # Node 2 SIGSTOPs its rank once RDMA traffic flows; node 1's record must name rank 1, an rxe
 # lane and the sequence number, within the 3 s deadline (the peer's kernel still ACKs).
-# 4. Both cables at speed: 4 RDMA WRITE streams, all ok (relative to the run's fastest: TCG).
+# 4. Both cables at speed: 4 RDMA WRITE streams and 2 striped ones, all ok (relative to the
+#    run's fastest and to the lanes' sum, with 2 % thresholds: TCG's rates spread widely).
 doctor_bandwidth() {
   env -u SPARK_TRANSPORT SPARK_RENDEZVOUS=10.60.0.1:29504 SPARK_LOG=error spark_doctor_probe \
     --bandwidth --seconds 1 --relative --warn-below 2 --fail-below 2 --iters 2 \
@@ -48,6 +50,10 @@ doctor_bandwidth() {
     [ "$(grep -Ec " bandwidth .* ok .*left $e \+.*arrived on $e \+" /tmp/bw.out)" -eq 2 ] ||
       { echo "expected both directions of the $e cable with their counters"; return 1; }
   done
+  [ "$(grep -Ec '^  ok +rank [01] \(vm[12]\) -> rank [01] \(vm[12]\) +rxe0->rxe0\+rxe1->rxe1 ' /tmp/bw.out)" -eq 2 ] ||
+    { echo "expected both cables at once, each way, ok"; return 1; }
+  [ "$(grep -Ec " striped .* ok .*of its lanes' own streams.*left eth0\+eth1 \+" /tmp/bw.out)" -eq 2 ] ||
+    { echo "expected 2 striped rows judged against the lanes' sum, with both interfaces"; return 1; }
 }
 stopped_peer() {
   args="-b 8 -e 8 -n 1000000 -w 0"

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
 #include <sched.h>
@@ -99,13 +100,22 @@ std::vector<Stream> plan_streams(const std::vector<RankLanes>& ranks) {
       const bool rdma = !ra.rdma.empty() && !rb.rdma.empty();
       const auto& xa = rdma ? ra.rdma : ra.tcp;
       const auto& xb = rdma ? rb.rdma : rb.tcp;
+      const auto kind = rdma ? LinkKind::rdma : LinkKind::tcp;
+      std::vector<std::pair<int, int>> pairs;
+      std::set<int> used_a, used_b;
       for (std::size_t la = 0; la < xa.size(); ++la)
         for (std::size_t lb = 0; lb < xb.size(); ++lb) {
           if (!lanes_pair(xa[la], ra.host, xb[lb], rb.host)) continue;
+          pairs.emplace_back(static_cast<int>(la), static_cast<int>(lb));
+          used_a.insert(static_cast<int>(la));
+          used_b.insert(static_cast<int>(lb));
           for (bool a_sends : {true, false})
-            out.push_back({a, b, static_cast<int>(la), static_cast<int>(lb), a_sends,
-                           rdma ? LinkKind::rdma : LinkKind::tcp});
+            out.push_back({a, b, static_cast<int>(la), static_cast<int>(lb), a_sends, kind, {}});
         }
+      // Striped only where each lane is in one pair: a lane's listener serves one stream.
+      if (pairs.size() >= 2 && used_a.size() == pairs.size() && used_b.size() == pairs.size())
+        for (bool a_sends : {true, false})
+          out.push_back({a, b, pairs[0].first, pairs[0].second, a_sends, kind, pairs});
     }
   return out;
 }
@@ -184,9 +194,27 @@ std::pair<double, std::string> reference_rate(const StreamEnd& tx, const StreamE
   return {0, "nothing"};
 }
 
+StreamEnd combine_ends(const std::vector<StreamEnd>& ends) {
+  StreamEnd c;
+  if (ends.empty()) return c;
+  c.test = ends[0].test;
+  c.sender = ends[0].sender;
+  c.counter = 0;
+  c.mtu = ends[0].mtu;
+  for (const StreamEnd& e : ends) {
+    c.netdev += (c.netdev.empty() ? "" : "+") + e.netdev;
+    c.payload += e.payload;
+    c.counter = c.counter < 0 || e.counter < 0 ? -1 : c.counter + e.counter;
+    c.seconds = std::max(c.seconds, e.seconds);
+    c.mtu = std::min(c.mtu, e.mtu);
+    if (!e.error.empty()) c.error += (c.error.empty() ? "" : "; ") + e.netdev + ": " + e.error;
+  }
+  return c;
+}
+
 CableResult judge_stream(const std::string& from, const std::string& to, const std::string& lane,
                          const StreamEnd& tx, const StreamEnd& rx, const BandwidthLimits& limits,
-                         double fastest_gbps) {
+                         double fastest_gbps, const std::pair<double, std::string>* reference) {
   CableResult c;
   c.from = from;
   c.to = to;
@@ -201,7 +229,9 @@ CableResult judge_stream(const std::string& from, const std::string& to, const s
   c.tx_mtu = tx.mtu;
   c.rx_mtu = rx.mtu;
   c.gbps = m.gbps();
-  std::tie(c.reference_gbps, c.reference) = reference_rate(tx, rx, limits, fastest_gbps);
+  std::tie(c.reference_gbps, c.reference) =
+      reference != nullptr ? *reference : reference_rate(tx, rx, limits, fastest_gbps);
+  c.striped = reference != nullptr;
   c.percent = c.reference_gbps > 0 ? c.gbps / c.reference_gbps * 100 : 0;
   const std::string counters = "left " + tx.netdev + " +" + bytes_text(tx.counter) +
                                ", arrived on " + rx.netdev + " +" + bytes_text(rx.counter);
@@ -253,7 +283,7 @@ JobRow cable_row(const std::string& host, int rank, const CableResult& c) {
   JobRow r;
   r.host = host;
   r.rank = rank;
-  r.check = "bandwidth";
+  r.check = c.striped ? "striped" : "bandwidth";
   r.lane = c.lane;
   r.peer = c.to;
   r.status = c.status;

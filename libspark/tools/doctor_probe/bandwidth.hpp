@@ -50,13 +50,22 @@ struct Stream {
   int a = 0, b = 0, la = 0, lb = 0;
   bool a_sends = true;
   LinkKind kind = LinkKind::tcp;  ///< RDMA lanes (an RDMA WRITE stream) or tcp lanes
+  /// Every lane pair of the two hosts at once, as a job stripes them (both PCIe halves of a
+  /// port, both cables of a pair); empty: the one pair la -> lb.
+  std::vector<std::pair<int, int>> stripe;
+  /// The lane pairs this stream runs on.
+  std::vector<std::pair<int, int>> pairs() const {
+    return stripe.empty() ? std::vector<std::pair<int, int>>{{la, lb}} : stripe;
+  }
   bool operator==(const Stream&) const = default;
 };
 
 /// Every stream of the job in one global order (the pairs' rounds, then lane pairs, a -> b
 /// before b -> a): every rank computes the same list, and a stream's place in it is its test
 /// number. Ranks after the first of their host, and pairs on one host, have none. RDMA lane
-/// pairs when both ranks have RDMA lanes (as the round trips), else tcp lane pairs.
+/// pairs when both ranks have RDMA lanes (as the round trips), else tcp lane pairs. Two hosts
+/// with two or more lane pairs (each lane in one pair) also get a striped stream each way,
+/// after their single ones.
 std::vector<Stream> plan_streams(const std::vector<RankLanes>& ranks);
 
 /// The wire format of a rank's stream ends (one line each); strict decode (throws spark::Error).
@@ -84,6 +93,7 @@ struct CableResult {
   std::uint64_t payload = 0;  ///< bytes received
   std::int64_t tx_bytes = -1, rx_bytes = -1;  ///< the counters' deltas
   int tx_mtu = 0, rx_mtu = 0;
+  bool striped = false;  ///< every lane pair of the two hosts at once
   Status status = Status::ok;
   std::string detail;
 };
@@ -105,11 +115,18 @@ std::pair<double, std::string> reference_rate(const StreamEnd& tx, const StreamE
 
 /// Judges one direction from its two ends: an error at either end, counters that do not show
 /// the payload (it left or arrived on another interface), then the rate against the reference.
+/// A striped stream is judged against the sum of its lanes' own streams (`reference`): lanes
+/// that do not add up share a bottleneck (one PCIe half carrying both, one x4 link).
 CableResult judge_stream(const std::string& from, const std::string& to, const std::string& lane,
                          const StreamEnd& tx, const StreamEnd& rx, const BandwidthLimits& limits,
-                         double fastest_gbps);
+                         double fastest_gbps,
+                         const std::pair<double, std::string>* reference = nullptr);
 
-/// The table row of a judged direction (check "bandwidth").
+/// One end of a striped stream from its lanes' ends: bytes and counters added, the longest
+/// time, the interfaces joined with "+", every error.
+StreamEnd combine_ends(const std::vector<StreamEnd>& ends);
+
+/// The table row of a judged direction (check "bandwidth", or "striped" for all lanes at once).
 JobRow cable_row(const std::string& host, int rank, const CableResult& c);
 
 /// "9.41 Gb/s" / "812 Mb/s".

@@ -202,8 +202,10 @@ std::string key_ep(int peer, int index) {
 int probe(const ProbeOptions& o, const config::Config& cfg, bootstrap::Bootstrap* boot,
           std::vector<JobRow>& rows);
 
-// Offset of the streams' hello numbers: a stream's hello never matches a round trip's.
+// Offsets of the streams' hello numbers: a stream's hello never matches a round trip's, a
+// striped stream's connections (64 lane pairs at most) never a single stream's.
 constexpr int kStreamHello = 1 << 20;
+constexpr int kStripeHello = 1 << 24;
 
 // What each rank publishes of its lanes' interfaces: the netdev and MTU of every tcp lane
 // (the lane is the netdev) and of every RDMA lane (its GID's netdev).
@@ -228,21 +230,24 @@ std::pair<std::string, int> netdev_of(const std::vector<LaneNetdevs>& nets, int 
 
 // "rxe0->rxe1" / "tcp:to1->to0", in the stream's direction.
 std::string stream_lane(const std::vector<RankLanes>& ranks, const Stream& st) {
-  const std::string x =
-      lanes_of(ranks[static_cast<std::size_t>(st.a)], st.kind)[static_cast<std::size_t>(st.la)]
-          .name;
-  const std::string y =
-      lanes_of(ranks[static_cast<std::size_t>(st.b)], st.kind)[static_cast<std::size_t>(st.lb)]
-          .name;
-  const std::string pfx = st.kind == LinkKind::tcp ? "tcp:" : "";
-  return st.a_sends ? pfx + x + "->" + y : pfx + y + "->" + x;
+  std::string out;
+  for (const auto& [la, lb] : st.pairs()) {
+    const std::string x =
+        lanes_of(ranks[static_cast<std::size_t>(st.a)], st.kind)[static_cast<std::size_t>(la)].name;
+    const std::string y =
+        lanes_of(ranks[static_cast<std::size_t>(st.b)], st.kind)[static_cast<std::size_t>(lb)].name;
+    const std::string pfx = st.kind == LinkKind::tcp ? "tcp:" : "";
+    out += (out.empty() ? "" : "+") + (st.a_sends ? pfx + x + "->" + y : pfx + y + "->" + x);
+  }
+  return out;
 }
 
 #ifdef SPARK_DOCTOR_HAVE_VERBS
-// The RDMA streams' queue pairs, one per stream this rank is in (key: the stream's number),
-// connected through the bootstrap; a failure is the stream's error at this end.
+// The RDMA streams' queue pairs, one per lane pair of each stream this rank is in (key: the
+// stream's number and the pair's), connected through the bootstrap; a failure is the stream's
+// error at this end.
 struct RdmaStreams {
-  std::map<std::size_t, std::unique_ptr<RdmaStream>> qps;
+  std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<RdmaStream>> qps;
   std::map<std::size_t, std::string> errors;
 };
 
@@ -250,37 +255,42 @@ RdmaStreams connect_rdma_streams(const ProbeOptions& o, const std::vector<Stream
                                  RdmaSetup& rdma, bootstrap::Bootstrap* boot, int rank,
                                  milliseconds fence_timeout) {
   RdmaStreams out;
-  auto key = [](std::size_t u) { return "spark.doctor.stream." + std::to_string(u); };
+  auto key = [](std::size_t u, std::size_t i) {
+    return "spark.doctor.stream." + std::to_string(u) + "." + std::to_string(i);
+  };
   for (std::size_t u = 0; u < streams.size(); ++u) {
     const Stream& st = streams[u];
     if (st.kind != LinkKind::rdma || (st.a != rank && st.b != rank)) continue;
-    const int mine = st.a == rank ? st.la : st.lb;
-    std::string value;
-    try {
-      auto q =
-          std::make_unique<RdmaStream>(*rdma.lanes[static_cast<std::size_t>(mine)],
-                                       static_cast<std::uint32_t>(o.timeout_ms), (1ull << 40) + u);
-      auto ep = q->endpoint();
-      value.assign(reinterpret_cast<const char*>(ep.data()), ep.size());
-      out.qps[u] = std::move(q);
-    } catch (const std::exception& e) {
-      out.errors[u] = e.what();
-      value = std::string("ERR:") + e.what();
+    const auto pairs = st.pairs();
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      const int mine = st.a == rank ? pairs[i].first : pairs[i].second;
+      std::string value;
+      try {
+        auto q = std::make_unique<RdmaStream>(*rdma.lanes[static_cast<std::size_t>(mine)],
+                                              static_cast<std::uint32_t>(o.timeout_ms),
+                                              (1ull << 40) + (u << 8) + i);
+        auto ep = q->endpoint();
+        value.assign(reinterpret_cast<const char*>(ep.data()), ep.size());
+        out.qps[{u, i}] = std::move(q);
+      } catch (const std::exception& e) {
+        out.errors[u] = e.what();
+        value = std::string("ERR:") + e.what();
+      }
+      boot->put(key(u, i), as_bytes(value));
     }
-    boot->put(key(u), as_bytes(value));
   }
   boot->commit();
   boot->fence(fence_timeout);
-  for (auto& [u, q] : out.qps) {
-    const Stream& st = streams[u];
+  for (auto& [k, q] : out.qps) {
+    const Stream& st = streams[k.first];
     const int peer = st.a == rank ? st.b : st.a;
-    const auto remote = to_string(boot->get(peer, key(u)));
+    const auto remote = to_string(boot->get(peer, key(k.first, k.second)));
     try {
       if (remote.rfind("ERR:", 0) == 0)
         throw Error("the peer could not set up its end: " + remote.substr(4));
       q->connect(as_bytes(remote), peer);
     } catch (const std::exception& e) {
-      out.errors[u] = e.what();
+      out.errors[k.first] = e.what();
     }
   }
   boot->fence(fence_timeout);  // every stream's QP is at RTS before the first write
@@ -302,33 +312,78 @@ struct StreamContext {
   int rank, size;
 };
 
-// One tcp stream: the initiator (the lower rank) connects with the test's hello, then one end
-// sends and the other receives.
-StreamEnd tcp_stream(const ProbeOptions& o, const Stream& st, std::size_t u, const StreamContext& c,
-                     bool sending, const std::string& netdev, milliseconds seconds,
+// One tcp stream on the lane pair la -> lb: the initiator (the lower rank) connects with the
+// test's hello (`hello_index`), then one end sends and the other receives.
+StreamEnd tcp_stream(const ProbeOptions& o, const Stream& st, int la, int lb, int test,
+                     int hello_index, const StreamContext& c, bool sending,
+                     const std::string& netdev, milliseconds seconds,
                      std::chrono::steady_clock::time_point deadline) {
-  const TripHello hello{c.token, c.size, st.a, st.b, kStreamHello + static_cast<int>(u)};
+  const TripHello hello{c.token, c.size, st.a, st.b, hello_index};
   const bool initiator = st.a == c.rank;
-  const auto& lane = c.tcp_lanes[static_cast<std::size_t>(initiator ? st.la : st.lb)];
+  const auto& lane = c.tcp_lanes[static_cast<std::size_t>(initiator ? la : lb)];
   std::string why;
   net::Fd fd;
   if (initiator) {
-    const auto& to = c.ranks[static_cast<std::size_t>(st.b)].tcp[static_cast<std::size_t>(st.lb)];
+    const auto& to = c.ranks[static_cast<std::size_t>(st.b)].tcp[static_cast<std::size_t>(lb)];
     fd = connect_with_hello(
-        lane, to.ipv4, c.tcp_ports[static_cast<std::size_t>(st.b)][static_cast<std::size_t>(st.lb)],
+        lane, to.ipv4, c.tcp_ports[static_cast<std::size_t>(st.b)][static_cast<std::size_t>(lb)],
         hello, deadline, why);
   } else {
-    fd = accept_with_hello(c.listeners[static_cast<std::size_t>(st.lb)], hello, deadline, why);
+    fd = accept_with_hello(c.listeners[static_cast<std::size_t>(lb)], hello, deadline, why);
   }
   if (fd)
-    return sending ? stream_send(fd.get(), static_cast<int>(u), o.sysfs, netdev, seconds, deadline)
-                   : stream_receive(fd.get(), static_cast<int>(u), o.sysfs, netdev, deadline);
+    return sending ? stream_send(fd.get(), test, o.sysfs, netdev, seconds, deadline)
+                   : stream_receive(fd.get(), test, o.sysfs, netdev, deadline);
   StreamEnd e;
-  e.test = static_cast<int>(u);
+  e.test = test;
   e.sender = sending;
   e.netdev = netdev;
   e.error = why;
   return e;
+}
+
+// This rank's end of stream u: one lane pair, or every pair of a striped stream at once (a
+// thread per pair beyond the first), combined.
+template <class RdmaQps>
+StreamEnd run_stream(const ProbeOptions& o, const Stream& st, std::size_t u, const StreamContext& c,
+                     RdmaQps* rdma, milliseconds seconds,
+                     std::chrono::steady_clock::time_point deadline) {
+  const bool sending = (st.a == c.rank) == st.a_sends;
+  const int test = static_cast<int>(u);
+  const auto pairs = st.pairs();
+  auto one = [&](std::size_t i) {
+    const auto [la, lb] = pairs[i];
+    const std::string netdev = netdev_of(c.nets, c.rank, st.kind, st.a == c.rank ? la : lb).first;
+    StreamEnd e;
+    e.test = test;
+    e.sender = sending;
+    e.netdev = netdev;
+    if (st.kind == LinkKind::tcp) {
+      // A striped stream's connections get hellos of their own (lane pair i).
+      const int hello = st.stripe.empty() ? kStreamHello + test : kStripeHello + test * 64 + int(i);
+      return tcp_stream(o, st, la, lb, test, hello, c, sending, netdev, seconds, deadline);
+    }
+#ifdef SPARK_DOCTOR_HAVE_VERBS
+    if (auto err = rdma->errors.find(u); err != rdma->errors.end()) {
+      e.error = err->second;
+      return e;
+    }
+    auto& q = *rdma->qps.at({u, i});
+    return sending ? q.send(test, o.sysfs, netdev, seconds, deadline)
+                   : q.receive(test, o.sysfs, netdev, deadline);
+#else
+    (void)rdma;
+    e.error = "this build has no RDMA";
+    return e;
+#endif
+  };
+  if (pairs.size() == 1) return one(0);
+  std::vector<StreamEnd> ends(pairs.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < pairs.size(); ++i) threads.emplace_back([&, i] { ends[i] = one(i); });
+  ends[0] = one(0);
+  for (auto& t : threads) t.join();
+  return combine_ends(ends);
 }
 
 template <class RdmaQps>
@@ -343,33 +398,15 @@ std::vector<StreamEnd> run_streams(const ProbeOptions& o, const std::vector<Stre
     const Stream& st = streams[u];
     if (st.a != c.rank && st.b != c.rank) continue;
     const auto deadline = start + window * static_cast<int>(u + 1);
-    const bool sending = (st.a == c.rank) == st.a_sends;
-    const std::string netdev =
-        netdev_of(c.nets, c.rank, st.kind, st.a == c.rank ? st.la : st.lb).first;
-    StreamEnd e;
-    if (st.kind == LinkKind::rdma) {
-      e.test = static_cast<int>(u);
-      e.sender = sending;
-      e.netdev = netdev;
+    StreamEnd e = run_stream(o, st, u, c, rdma, seconds, deadline);
 #ifdef SPARK_DOCTOR_HAVE_VERBS
-      if (auto err = rdma->errors.find(u); err != rdma->errors.end()) {
-        e.error = err->second;
-      } else {
-        auto& q = *rdma->qps.at(u);
-        e = sending ? q.send(e.test, o.sysfs, netdev, seconds, deadline)
-                    : q.receive(e.test, o.sysfs, netdev, deadline);
-        rdma->qps.erase(u);  // flushed (RdmaStream::send): nothing of it outlives its window
-      }
-#else
-      (void)rdma;
-      e.error = "this build has no RDMA";
+    // Flushed (RdmaStream::send): nothing of the stream's queue pairs outlives its window.
+    if (st.kind == LinkKind::rdma)
+      for (std::size_t i = 0; i < st.pairs().size(); ++i) rdma->qps.erase({u, i});
 #endif
-    } else {
-      e = tcp_stream(o, st, u, c, sending, netdev, seconds, deadline);
-    }
     if (log::enabled(log::Level::info, "doctor"))
       log::line("doctor", "stream " + std::to_string(u) + " " + stream_lane(c.ranks, st) + ": " +
-                              (sending ? "sent " : "received ") + std::to_string(e.payload) +
+                              (e.sender ? "sent " : "received ") + std::to_string(e.payload) +
                               " bytes" + (e.error.empty() ? "" : " (" + e.error + ")") +
                               ", ended " +
                               std::to_string(std::chrono::duration_cast<milliseconds>(
@@ -397,15 +434,28 @@ std::vector<CableResult> judge_streams(const BandwidthLimits& limits,
       (e.sender ? tx : rx)[static_cast<std::size_t>(e.test)] = e;
   double fastest = 0;
   for (std::size_t u = 0; u < streams.size(); ++u)
-    if (tx[u].error.empty() && rx[u].error.empty())
+    if (streams[u].stripe.empty() && tx[u].error.empty() && rx[u].error.empty())
       fastest = std::max(fastest, measured(tx[u], rx[u]).gbps());
   std::vector<CableResult> out;
   for (std::size_t u = 0; u < streams.size(); ++u) {
     const Stream& st = streams[u];
     const int from = st.a_sends ? st.a : st.b, to = st.a_sends ? st.b : st.a;
+    std::optional<std::pair<double, std::string>> sum;
+    if (!st.stripe.empty()) {
+      double gbps = 0;
+      for (std::size_t v = 0; v < streams.size(); ++v) {
+        const Stream& one = streams[v];
+        if (one.stripe.empty() && one.a == st.a && one.b == st.b && one.a_sends == st.a_sends &&
+            std::find(st.stripe.begin(), st.stripe.end(), std::pair{one.la, one.lb}) !=
+                st.stripe.end())
+          gbps += measured(tx[v], rx[v]).gbps();
+      }
+      sum = {gbps, "the sum of its lanes' own streams"};
+    }
     out.push_back(judge_stream(rank_label(from, ranks[static_cast<std::size_t>(from)].host),
                                rank_label(to, ranks[static_cast<std::size_t>(to)].host),
-                               stream_lane(ranks, st), tx[u], rx[u], limits, fastest));
+                               stream_lane(ranks, st), tx[u], rx[u], limits, fastest,
+                               sum ? &*sum : nullptr));
   }
   return out;
 }
@@ -418,7 +468,7 @@ std::vector<JobRow> mtu_rows(const std::vector<Stream>& streams,
                              const std::vector<LaneNetdevs>& nets) {
   std::vector<JobRow> rows;
   for (const Stream& st : streams) {
-    if (!st.a_sends) continue;
+    if (!st.a_sends || !st.stripe.empty()) continue;
     const auto& ra = ranks[static_cast<std::size_t>(st.a)];
     const auto& rb = ranks[static_cast<std::size_t>(st.b)];
     const auto [na, ma] = netdev_of(nets, st.a, st.kind, st.la);

@@ -79,6 +79,7 @@ std::string json_report(const ReportHead& head, const std::vector<JobRow>& rows,
          {"rx_bytes", c.rx_bytes < 0 ? json(nullptr) : json(c.rx_bytes)},
          {"tx_mtu", c.tx_mtu},
          {"rx_mtu", c.rx_mtu},
+         {"striped", c.striped},
          {"result", status_text(c.status)},
          {"detail", c.detail}});
   doc["summary"] = {{"fails", v.fails},

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -86,6 +88,27 @@ TEST(DoctorBandwidth, TwoLanePairsAlsoGetAStripedStreamEachWay) {
   for (const auto& st : plan_streams(r)) EXPECT_TRUE(st.stripe.empty());
 }
 
+// RDMA ports count their data in 4-byte words (a fake sysfs tree); a device without the
+// counters (rxe) reads as unread, and a port counter short of the payload fails like a
+// netdev's.
+TEST(DoctorBandwidth, RdmaPortCountersAreReadInBytesAndChecked) {
+  const std::string root = ::testing::TempDir() + "doctor_sysfs";
+  const std::string dir = root + "/class/infiniband/mlx5_0/ports/1/counters";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  { std::ofstream(dir + "/port_xmit_data") << "250\n"; }
+  EXPECT_EQ(rdma_port_bytes(root, "mlx5_0", 1, true), 1000);
+  EXPECT_EQ(rdma_port_bytes(root, "mlx5_0", 1, false), -1);
+  EXPECT_EQ(rdma_port_bytes(root, "rxe0", 1, true), -1);
+  auto tx = end(true, 1 << 20, (1 << 20) + 100, 0);
+  tx.port_counter = 4096;  // the payload left on another port
+  auto c = judge_stream("a", "b", "mlx5_0->mlx5_0", tx, end(false, 1 << 20, (1 << 20) + 99, 0.1),
+                        BandwidthLimits{}, 0);
+  EXPECT_EQ(c.status, Status::fail) << c.detail;
+  EXPECT_NE(c.detail.find("RDMA ports +0.0 MiB out"), std::string::npos) << c.detail;
+  EXPECT_EQ(c.tx_port_bytes, 4096);
+  ASSERT_EQ(std::system(("rm -rf " + root).c_str()), 0);
+}
+
 // A striped end adds its lanes' bytes and counters, keeps the longest time, names every
 // interface and every error; it is judged against the sum of its lanes' own streams.
 TEST(DoctorBandwidth, AStripedEndCombinesItsLanesAndIsJudgedAgainstTheirSum) {
@@ -112,6 +135,7 @@ TEST(DoctorBandwidth, AStripedEndCombinesItsLanesAndIsJudgedAgainstTheirSum) {
 
 TEST(DoctorBandwidth, StreamEndsRoundTripThroughTheWireFormat) {
   std::vector<StreamEnd> ends = {end(true, 1000, 1100, 0), end(false, 1000, 1080, 0.25, 10000)};
+  ends[0].port_counter = 1040;
   ends[1].test = 7;
   ends[1].error = "recv: reset\tby peer";
   auto back = decode_stream_ends(encode_stream_ends(ends));

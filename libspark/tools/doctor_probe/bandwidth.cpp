@@ -130,8 +130,8 @@ std::string encode_stream_ends(const std::vector<StreamEnd>& ends) {
       if (static_cast<unsigned char>(c) < 0x20) c = ' ';
     out += std::to_string(e.test) + kField + (e.sender ? "tx" : "rx") + kField + e.netdev + kField +
            std::to_string(e.payload) + kField + std::to_string(e.counter) + kField +
-           std::string(secs, r.ptr) + kField + std::to_string(e.link_mbps) + kField +
-           std::to_string(e.mtu) + kField + err + '\n';
+           std::to_string(e.port_counter) + kField + std::string(secs, r.ptr) + kField +
+           std::to_string(e.link_mbps) + kField + std::to_string(e.mtu) + kField + err + '\n';
   }
   return out;
 }
@@ -145,7 +145,7 @@ std::vector<StreamEnd> decode_stream_ends(const std::string& text) {
       return Error("doctor: malformed stream line from a rank (" + what + "): '" +
                    std::string(line) + "'");
     };
-    if (f.size() != 9) throw bad("9 fields expected");
+    if (f.size() != 10) throw bad("10 fields expected");
     StreamEnd e;
     std::int64_t v = 0;
     auto number = [&](std::string_view s, std::int64_t lo, std::int64_t hi) {
@@ -158,12 +158,13 @@ std::vector<StreamEnd> decode_stream_ends(const std::string& text) {
     e.netdev = f[2];
     e.payload = static_cast<std::uint64_t>(number(f[3], 0, INT64_MAX));
     e.counter = number(f[4], -1, INT64_MAX);
-    const auto end = f[5].data() + f[5].size();
-    if (std::from_chars(f[5].data(), end, e.seconds).ptr != end || e.seconds < 0)
+    e.port_counter = number(f[5], -1, INT64_MAX);
+    const auto end = f[6].data() + f[6].size();
+    if (std::from_chars(f[6].data(), end, e.seconds).ptr != end || e.seconds < 0)
       throw bad("seconds");
-    e.link_mbps = number(f[6], -1, INT64_MAX);
-    e.mtu = static_cast<int>(number(f[7], 0, 1 << 20));
-    e.error = f[8];
+    e.link_mbps = number(f[7], -1, INT64_MAX);
+    e.mtu = static_cast<int>(number(f[8], 0, 1 << 20));
+    e.error = f[9];
     ends.push_back(std::move(e));
   }
   return ends;
@@ -205,6 +206,9 @@ StreamEnd combine_ends(const std::vector<StreamEnd>& ends) {
     c.netdev += (c.netdev.empty() ? "" : "+") + e.netdev;
     c.payload += e.payload;
     c.counter = c.counter < 0 || e.counter < 0 ? -1 : c.counter + e.counter;
+    c.port_counter = &e == &ends.front()                        ? e.port_counter
+                     : c.port_counter < 0 || e.port_counter < 0 ? -1
+                                                                : c.port_counter + e.port_counter;
     c.seconds = std::max(c.seconds, e.seconds);
     c.mtu = std::min(c.mtu, e.mtu);
     if (!e.error.empty()) c.error += (c.error.empty() ? "" : "; ") + e.netdev + ": " + e.error;
@@ -226,6 +230,8 @@ CableResult judge_stream(const std::string& from, const std::string& to, const s
   c.payload = payload;
   c.tx_bytes = tx.counter;
   c.rx_bytes = rx.counter;
+  c.tx_port_bytes = tx.port_counter;
+  c.rx_port_bytes = rx.port_counter;
   c.tx_mtu = tx.mtu;
   c.rx_mtu = rx.mtu;
   c.gbps = m.gbps();
@@ -233,8 +239,11 @@ CableResult judge_stream(const std::string& from, const std::string& to, const s
       reference != nullptr ? *reference : reference_rate(tx, rx, limits, fastest_gbps);
   c.striped = reference != nullptr;
   c.percent = c.reference_gbps > 0 ? c.gbps / c.reference_gbps * 100 : 0;
-  const std::string counters = "left " + tx.netdev + " +" + bytes_text(tx.counter) +
-                               ", arrived on " + rx.netdev + " +" + bytes_text(rx.counter);
+  std::string counters = "left " + tx.netdev + " +" + bytes_text(tx.counter) + ", arrived on " +
+                         rx.netdev + " +" + bytes_text(rx.counter);
+  if (tx.port_counter >= 0 || rx.port_counter >= 0)
+    counters += " (RDMA ports +" + bytes_text(tx.port_counter) + " out, +" +
+                bytes_text(rx.port_counter) + " in)";
   if (!tx.error.empty() || !rx.error.empty()) {
     c.status = Status::fail;
     c.detail = from + " -> " + to + ": " + (tx.error.empty() ? "" : "sender: " + tx.error) +
@@ -253,7 +262,8 @@ CableResult judge_stream(const std::string& from, const std::string& to, const s
     return counter >= 0 && static_cast<std::uint64_t>(counter) < payload;
   };
   const std::string rate = format_rate(c.gbps);
-  if (short_of(tx.counter) || short_of(rx.counter)) {
+  if (short_of(tx.counter) || short_of(rx.counter) || short_of(tx.port_counter) ||
+      short_of(rx.port_counter)) {
     c.status = Status::fail;
     c.detail = from + " -> " + to + " " + rate + ", but the counters do not show the " +
                bytes_text(static_cast<std::int64_t>(payload)) + " on this lane's interfaces (" +
@@ -295,6 +305,14 @@ std::int64_t netdev_bytes(const std::string& sysfs, const std::string& netdev, b
   if (netdev.empty()) return -1;
   return read_number(sysfs + "/class/net/" + netdev + "/statistics/" +
                      (tx ? "tx_bytes" : "rx_bytes"));
+}
+
+std::int64_t rdma_port_bytes(const std::string& sysfs, const std::string& device, int port,
+                             bool tx) {
+  const std::int64_t words =
+      read_number(sysfs + "/class/infiniband/" + device + "/ports/" + std::to_string(port) +
+                  "/counters/" + (tx ? "port_xmit_data" : "port_rcv_data"));
+  return words < 0 ? -1 : words * 4;
 }
 
 std::int64_t netdev_speed_mbps(const std::string& sysfs, const std::string& netdev) {
@@ -486,6 +504,7 @@ StreamEnd RdmaStream::send(int test, const std::string& sysfs, const std::string
     ::sched_yield();
   }
   const std::int64_t before = netdev_bytes(sysfs, netdev, true);
+  const std::int64_t port_before = rdma_port_bytes(sysfs, lane_.name, lane_.port, true);
   const auto first = Clock::now();
   const auto stop = std::min(first + seconds, deadline);
   // A slow link may not drain what is in flight by the window's end: the rate is then what
@@ -542,6 +561,8 @@ StreamEnd RdmaStream::send(int test, const std::string& sysfs, const std::string
   }
   const std::int64_t after = netdev_bytes(sysfs, netdev, true);
   if (before >= 0 && after >= before) e.counter = after - before;
+  const std::int64_t port_after = rdma_port_bytes(sysfs, lane_.name, lane_.port, true);
+  if (port_before >= 0 && port_after >= port_before) e.port_counter = port_after - port_before;
   return e;
 }
 
@@ -553,6 +574,7 @@ StreamEnd RdmaStream::receive(int test, const std::string& sysfs, const std::str
   e.link_mbps = netdev_speed_mbps(sysfs, netdev);
   e.mtu = netdev_mtu(sysfs, netdev);
   const std::int64_t before = netdev_bytes(sysfs, netdev, false);
+  const std::int64_t port_before = rdma_port_bytes(sysfs, lane_.name, lane_.port, false);
   std::atomic_ref<std::uint64_t>(static_cast<std::uint64_t*>(buf_)[0]) = 1;
   const auto go = Clock::now();
   if (int rc = post(0, 8, wr_id_); rc != 0) {
@@ -573,6 +595,8 @@ StreamEnd RdmaStream::receive(int test, const std::string& sysfs, const std::str
   }
   const std::int64_t after = netdev_bytes(sysfs, netdev, false);
   if (before >= 0 && after >= before) e.counter = after - before;
+  const std::int64_t port_after = rdma_port_bytes(sysfs, lane_.name, lane_.port, false);
+  if (port_before >= 0 && port_after >= port_before) e.port_counter = port_after - port_before;
   return e;
 }
 

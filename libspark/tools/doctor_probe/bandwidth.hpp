@@ -35,6 +35,9 @@ struct StreamEnd {
   std::string netdev;         ///< the interface of this end's lane
   std::uint64_t payload = 0;  ///< bytes this end sent / received
   std::int64_t counter = -1;  ///< tx (sender) / rx (receiver) byte counter delta; -1 unread
+  /// RDMA: the port's own counter delta (port_xmit_data / port_rcv_data, in bytes); -1 unread
+  /// (tcp, or a device without them, e.g. rxe)
+  std::int64_t port_counter = -1;
   /// receiver: first byte to the end of the stream; RDMA sender: first write to the last
   /// completion (the rate when no "done" came in time)
   double seconds = 0;
@@ -91,7 +94,8 @@ struct CableResult {
   std::string reference;      ///< where the reference comes from
   double percent = 0;         ///< gbps / reference_gbps x 100
   std::uint64_t payload = 0;  ///< bytes received
-  std::int64_t tx_bytes = -1, rx_bytes = -1;  ///< the counters' deltas
+  std::int64_t tx_bytes = -1, rx_bytes = -1;            ///< the counters' deltas
+  std::int64_t tx_port_bytes = -1, rx_port_bytes = -1;  ///< the RDMA ports' counters' deltas
   int tx_mtu = 0, rx_mtu = 0;
   bool striped = false;  ///< every lane pair of the two hosts at once
   Status status = Status::ok;
@@ -135,6 +139,10 @@ std::string format_rate(double gbps);
 /// The live counters of `netdev` (sysfs under `sysfs`): tx_bytes / rx_bytes, speed (Mb/s, -1
 /// unknown), MTU.
 std::int64_t netdev_bytes(const std::string& sysfs, const std::string& netdev, bool tx);
+/// An RDMA port's data counter in bytes (`sysfs`/class/infiniband/DEV/ports/PORT/counters/
+/// port_xmit_data or port_rcv_data, which count 4-byte words); -1 when the device has none.
+std::int64_t rdma_port_bytes(const std::string& sysfs, const std::string& device, int port,
+                             bool tx);
 std::int64_t netdev_speed_mbps(const std::string& sysfs, const std::string& netdev);
 int netdev_mtu(const std::string& sysfs, const std::string& netdev);
 

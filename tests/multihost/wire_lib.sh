@@ -71,5 +71,16 @@ finish() {
 }
 # dropped NS: packets the DROP rules of NS dropped so far (the fault was injected).
 dropped() { ip netns exec "$1" iptables -w -L -v -x -n | awk '$3 == "DROP" {n += $1} END {print n + 0}'; }
+# records_cross NAME RANK: every record of the job names a peer across the cut of RANK's host
+# (RANK names a peer, or a peer names RANK), or names a rank whose own record does: a
+# consequence of that rank leaving (docs/fail-stop.md, "Reading a failure record"). Prints the
+# first record that does neither.
+records_cross() {
+  records "$1" | awk -v cut="$2" '{ who[NR] = $1; peer[NR] = $2; named[$1] = $2 }
+    END { for (i = 1; i <= NR; i++) {
+            if (who[i] == cut || peer[i] == cut) continue
+            if ((peer[i] in named) && named[peer[i]] == cut) continue
+            print "rank " who[i] " names rank " peer[i]; exit 1 } }'
+}
 # records NAME: the records' "REPORTER PEER" pairs (rank R: ... no data from rank P).
 records() { sed -n 's/.*aborted: rank \([0-9]\): .*no data from rank \([0-9]\) on lane tcp:[0-9].*/\1 \2/p' "$out/$1.e"; }

@@ -89,9 +89,7 @@ for i in $(seq 1 "$jobs"); do
     case $fault in
     partition)
       [ "$outcome" = fail-stop ] || { verdict=else why="$name: completed across a partition"; }
-      while read -r who peer; do
-        [ "$who" = "$r" ] || [ "$peer" = "$r" ] || { verdict=else why="$name: rank $who's record names rank $peer, not across the cut of host $h"; }
-      done < <(records "$name")
+      bad=$(records_cross "$name" "$r") || { verdict=else why="$name: $bad, not across the cut of host $h nor a consequence"; }
       gone=$(( t_start + took_ms - t_fault ))  # the launcher ends after the last rank
       [ "$gone" -le 4000 ] || [ "$verdict" = else ] || { verdict=else why="$name: ended $gone ms after the cut (timeout 2 s + 2 s)"; } ;;
     heal) [ "$outcome" = completed ] || { verdict=else why="$name: a healed 1 s cut failed the job"; } ;;

@@ -31,7 +31,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr char kField = '\x1f';
+constexpr char kStreamEndField = '\x1f';
 constexpr std::size_t kChunk = 256 << 10;  // one send: large enough that syscalls do not limit
 
 std::string read_line(const std::string& path) {
@@ -48,7 +48,7 @@ std::int64_t read_number(const std::string& path) {
   return x;
 }
 
-int ms_left(Clock::time_point deadline) {
+int ms_until(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return left.count() <= 0 ? 0 : static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30));
 }
@@ -57,7 +57,7 @@ int ms_left(Clock::time_point deadline) {
 bool wait_ready(int fd, short events, Clock::time_point deadline) {
   for (;;) {
     pollfd p{fd, events, 0};
-    const int left = ms_left(deadline);
+    const int left = ms_until(deadline);
     if (left == 0) return false;
     const int n = ::poll(&p, 1, left);
     if (n > 0) return true;
@@ -128,10 +128,12 @@ std::string encode_stream_ends(const std::vector<StreamEnd>& ends) {
     std::string err = e.error;
     for (char& c : err)
       if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    out += std::to_string(e.test) + kField + (e.sender ? "tx" : "rx") + kField + e.netdev + kField +
-           std::to_string(e.payload) + kField + std::to_string(e.counter) + kField +
-           std::to_string(e.port_counter) + kField + std::string(secs, r.ptr) + kField +
-           std::to_string(e.link_mbps) + kField + std::to_string(e.mtu) + kField + err + '\n';
+    out += std::to_string(e.test) + kStreamEndField + (e.sender ? "tx" : "rx") + kStreamEndField +
+           e.netdev + kStreamEndField + std::to_string(e.payload) + kStreamEndField +
+           std::to_string(e.counter) + kStreamEndField + std::to_string(e.port_counter) +
+           kStreamEndField + std::string(secs, r.ptr) + kStreamEndField +
+           std::to_string(e.link_mbps) + kStreamEndField + std::to_string(e.mtu) + kStreamEndField +
+           err + '\n';
   }
   return out;
 }
@@ -140,7 +142,7 @@ std::vector<StreamEnd> decode_stream_ends(const std::string& text) {
   std::vector<StreamEnd> ends;
   for (const auto line : fabric::split(text, '\n')) {
     if (line.empty()) continue;
-    const auto f = fabric::split(line, kField);
+    const auto f = fabric::split(line, kStreamEndField);
     auto bad = [&](const std::string& what) {
       return Error("doctor: malformed stream line from a rank (" + what + "): '" +
                    std::string(line) + "'");
@@ -362,7 +364,7 @@ StreamEnd stream_send(int fd, int test, const std::string& sysfs, const std::str
       return e;
     }
     pollfd p{fd, POLLOUT, 0};
-    ::poll(&p, 1, std::max(1, std::min(ms_left(stop), 50)));
+    ::poll(&p, 1, std::max(1, std::min(ms_until(stop), 50)));
   }
   ::shutdown(fd, SHUT_WR);
   // The receiver closes once it has every byte: then the counter holds the whole stream.

@@ -24,24 +24,15 @@ set -u
 sparkrun=$1 prog=$2
 out=$(mktemp -d /tmp/wirefaults.XXXXXX)
 marker="wfmark$$"
+. "$(dirname "$0")/wire_lib.sh"
 launcher=
-cleanup() {
-  [ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null
-  local ns
-  for ns in "$MH_NS1" "$MH_NS2" "$MH_NS3"; do
-    ip netns exec "$ns" iptables -w -F INPUT 2>/dev/null
-    ip netns exec "$ns" iptables -w -F OUTPUT 2>/dev/null
-  done
-  rm -rf "$out"
-}
-trap cleanup EXIT
+trap wire_cleanup EXIT
 trap 'exit 130' INT TERM HUP
 command -v iptables >/dev/null || { echo "SKIP: no iptables (scripts/deps --test installs it)"; exit 77; }
 ip netns exec "$MH_NS1" iptables -w -S OUTPUT >/dev/null 2>&1 ||
   { echo "SKIP: iptables does not work in a network namespace here: $(ip netns exec "$MH_NS1" iptables -w -S 2>&1 | head -1)"; exit 77; }
 
 fail() { echo "FAIL: $*"; for f in "$out"/*.e; do [ -f "$f" ] && { echo "--- $f"; tail -15 "$f"; }; done; exit 1; }
-. "$(dirname "$0")/wire_lib.sh"
 row() { printf '%-12s %-10s %8s ms  %s\n' "$1" "$2" "$3" "$4"; }
 
 echo "case         outcome       time     notes"

@@ -3,6 +3,17 @@
 # namespace hosts, iptables faults inside a host's namespace, and the verdict on a job.
 # The caller sets sparkrun, prog (fault_stream), out (a folder for the jobs' output) and
 # marker (in every rank's command line), and clears the rules on every exit path.
+# The EXIT trap of both scripts: the launcher ($launcher) killed, every rule flushed (quietly:
+# a namespace may be gone), the output folder removed.
+wire_cleanup() {
+  [ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null
+  local ns
+  for ns in "$MH_NS1" "$MH_NS2" "$MH_NS3"; do
+    ip netns exec "$ns" iptables -w -F INPUT 2>/dev/null
+    ip netns exec "$ns" iptables -w -F OUTPUT 2>/dev/null
+  done
+  rm -rf "$out"
+}
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 ipt() { local ns=$1; shift; ip netns exec "$ns" iptables -w "$@" || { echo "iptables $* in $ns failed"; return 1; }; }
 rules_clear() {

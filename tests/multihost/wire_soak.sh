@@ -20,20 +20,11 @@ set -u
 sparkrun=$1 prog=$2 jobs=${3:-200} seed=${4:-1} json=${5:-} variant=${6:-quiet}
 out=$(mktemp -d /tmp/wiresoak.XXXXXX)
 marker="wsmark$$"
+. "$(dirname "$0")/wire_lib.sh"
 launcher=
-cleanup() {
-  [ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null
-  local ns
-  for ns in "$MH_NS1" "$MH_NS2" "$MH_NS3"; do
-    ip netns exec "$ns" iptables -w -F INPUT 2>/dev/null
-    ip netns exec "$ns" iptables -w -F OUTPUT 2>/dev/null
-  done
-  rm -rf "$out"
-}
-trap cleanup EXIT
+trap wire_cleanup EXIT
 trap 'exit 130' INT TERM HUP
 command -v iptables >/dev/null || { echo "SKIP: no iptables (scripts/deps --test installs it)"; exit 77; }
-. "$(dirname "$0")/wire_lib.sh"
 mkdir -p "$out/tmp"
 export TMPDIR=$out/tmp  # the job directories: checked empty at the end
 faults=(loss1 loss5 loss20 partition control heal kill_rank stop_rank kill_daemon)

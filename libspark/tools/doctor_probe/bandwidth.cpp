@@ -336,14 +336,24 @@ std::string rdma_netdev(const std::string& sysfs, const std::string& device, int
                    "/gid_attrs/ndevs/" + std::to_string(gid_index));
 }
 
-StreamEnd stream_send(int fd, int test, const std::string& sysfs, const std::string& netdev,
-                      std::chrono::milliseconds seconds, Clock::time_point deadline) {
+namespace {
+
+// An end of stream `test` on `netdev`, with the interface's speed and MTU.
+StreamEnd stream_end(int test, bool sender, const std::string& sysfs, const std::string& netdev) {
   StreamEnd e;
   e.test = test;
-  e.sender = true;
+  e.sender = sender;
   e.netdev = netdev;
   e.link_mbps = netdev_speed_mbps(sysfs, netdev);
   e.mtu = netdev_mtu(sysfs, netdev);
+  return e;
+}
+
+}  // namespace
+
+StreamEnd stream_send(int fd, int test, const std::string& sysfs, const std::string& netdev,
+                      std::chrono::milliseconds seconds, Clock::time_point deadline) {
+  StreamEnd e = stream_end(test, true, sysfs, netdev);
   // The receiver's go: it has read its counter, so every byte from here on is counted.
   char go = 0;
   if (!wait_ready(fd, POLLIN, deadline) || ::recv(fd, &go, 1, 0) != 1) {
@@ -382,11 +392,7 @@ StreamEnd stream_send(int fd, int test, const std::string& sysfs, const std::str
 
 StreamEnd stream_receive(int fd, int test, const std::string& sysfs, const std::string& netdev,
                          Clock::time_point deadline) {
-  StreamEnd e;
-  e.test = test;
-  e.netdev = netdev;
-  e.link_mbps = netdev_speed_mbps(sysfs, netdev);
-  e.mtu = netdev_mtu(sysfs, netdev);
+  StreamEnd e = stream_end(test, false, sysfs, netdev);
   const std::int64_t before = netdev_bytes(sysfs, netdev, false);
   const char go = 1;
   if (::send(fd, &go, 1, MSG_NOSIGNAL) != 1) {
@@ -492,12 +498,7 @@ std::string RdmaStream::reap(int n, Clock::time_point deadline) {
 
 StreamEnd RdmaStream::send(int test, const std::string& sysfs, const std::string& netdev,
                            std::chrono::milliseconds seconds, Clock::time_point deadline) {
-  StreamEnd e;
-  e.test = test;
-  e.sender = true;
-  e.netdev = netdev;
-  e.link_mbps = netdev_speed_mbps(sysfs, netdev);
-  e.mtu = netdev_mtu(sysfs, netdev);
+  StreamEnd e = stream_end(test, true, sysfs, netdev);
   while (word(0) == 0) {
     if (Clock::now() >= deadline) {
       e.error = "no go from the receiver";
@@ -570,11 +571,7 @@ StreamEnd RdmaStream::send(int test, const std::string& sysfs, const std::string
 
 StreamEnd RdmaStream::receive(int test, const std::string& sysfs, const std::string& netdev,
                               Clock::time_point deadline) {
-  StreamEnd e;
-  e.test = test;
-  e.netdev = netdev;
-  e.link_mbps = netdev_speed_mbps(sysfs, netdev);
-  e.mtu = netdev_mtu(sysfs, netdev);
+  StreamEnd e = stream_end(test, false, sysfs, netdev);
   const std::int64_t before = netdev_bytes(sysfs, netdev, false);
   const std::int64_t port_before = rdma_port_bytes(sysfs, lane_.name, lane_.port, false);
   std::atomic_ref<std::uint64_t>(static_cast<std::uint64_t*>(buf_)[0]) = 1;

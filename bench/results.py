@@ -13,7 +13,8 @@ docs/benchmarks.md. Python 3 standard library only. The format is described in b
 
 A row's ratio is ours / peer (give "ratio" instead when only the ratio is known). A target is
 {"op", "ratio"} (compared with the ratio) or {"op", "value"} (compared with "ours", for rows
-without a peer); op is one of <=, <, >=, >.
+without a peer); op is one of <=, <, >=, >; null for a point of a curve that has no target of
+its own (shown without a verdict).
 
 From Python:  import results; r = results.ResultSet("vs_gloo", variant); r.row(...); r.write(path)
 From a shell: print one JSON row per line and pipe them into
@@ -59,10 +60,14 @@ def commit():
 
 def check_row(row):
     """Raises ValueError naming what is wrong with one row."""
-    for key in ("what", "unit", "target"):
+    for key in ("what", "unit"):
         if key not in row:
             raise ValueError(f"row {row.get('what', '?')!r}: no {key!r}")
+    if "target" not in row:
+        raise ValueError(f"row {row['what']!r}: no 'target' (null for a point of a curve without a target)")
     t = row["target"]
+    if t is None:
+        return
     if t.get("op") not in OPS or ("ratio" in t) == ("value" in t):
         raise ValueError(f"row {row['what']!r}: target must be {{op: one of {OPS}, ratio or value}}, got {t}")
     if "ratio" in t and "ratio" not in row and not (row.get("ours") is not None and row.get("peer")):
@@ -85,10 +90,15 @@ class ResultSet:
 
     def row(self, what, unit, ours, target_op, peer_name=None, peer=None, ratio=None, value=None,
             spread=None, note=None):
-        """Target: ratio=X (compared with ours/peer) or value=X (compared with ours)."""
-        t = {"op": target_op}
-        t.update({"ratio": ratio} if ratio is not None else {"value": value})
+        """Target: ratio=X (compared with ours/peer) or value=X (compared with ours); target_op
+        None: a point of a curve, shown without a verdict (ratio=X then gives its ratio)."""
+        t = None
+        if target_op is not None:
+            t = {"op": target_op}
+            t.update({"ratio": ratio} if ratio is not None else {"value": value})
         r = {"what": what, "unit": unit, "ours": ours, "peer_name": peer_name, "peer": peer, "target": t}
+        if t is None and ratio is not None:
+            r["ratio"] = ratio
         if spread:
             r["spread"] = spread
         if note:

@@ -6,7 +6,8 @@
 A 3-rank job of 1 KiB allreduces serves OpenMetrics on a loopback port; a Prometheus server
 (Debian's `prometheus`, started here on loopback with a private data folder) scrapes it every
 second; the test reads `sparkrun_rank_operations_total` back through Prometheus' HTTP API: one
-series per rank, each above zero, and the wait histogram's count. Exits 77 (skip) with the
+series per rank, each above zero, the wait histogram's count and `sparkrun_lane_bytes_total`
+of each rank's shm lane to each peer. Exits 77 (skip) with the
 reason when no prometheus binary is installed (scripts/deps --test installs it).
 Prints PASS, or FAIL: <why>."""
 import json
@@ -88,6 +89,13 @@ def main():
         waits = query(pport, "sparkrun_rank_wait_seconds_count")
         if len(waits) != 3:
             fail(f"wait histogram: {len(waits)} series, expected 3")
+        # Per lane: each rank's shm lane to each of its 2 peers, bytes sent.
+        lanes = query(pport, "sparkrun_lane_bytes_total")
+        pairs = sorted((s["metric"].get("rank"), s["metric"].get("peer")) for s in lanes)
+        if pairs != [("0", "1"), ("0", "2"), ("1", "0"), ("1", "2"), ("2", "0"), ("2", "1")]:
+            fail(f"lane series (rank, peer): {pairs}")
+        if not all(s["metric"].get("lane") == "shm" and float(s["value"][1]) > 0 for s in lanes):
+            fail(f"a lane carried nothing: {lanes}")
         up = query(pport, 'up{job="sparkrun"}')
         if not up or up[0]["value"][1] != "1":
             fail(f"the scrape target is not up: {up}")

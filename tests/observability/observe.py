@@ -3,7 +3,8 @@
 
     observe.py SPARKRUN OBSERVE_RANK
 
-1. status on a running 3-rank job: every rank present, its counters moving between two looks;
+1. status on a running 3-rank job: every rank present, its counters and its shm lanes to both
+   peers moving between two looks;
    the status socket is 0600 in a 0700 job dir; a healthy job writes no report.
 2. a SIGSTOPped rank, before the others' timeout: status shows it stopped and the others
    waiting on it (peer, lane, seconds); `status --stacks` writes every rank's stacks. After the
@@ -113,6 +114,16 @@ def case_running(work):
             check(b.get("bytes_completed", 0) >= 1024 * (b.get("ops_completed", 0) - 1),
                   f"rank {b['rank']}: bytes {b.get('bytes_completed')} for "
                   f"{b.get('ops_completed')} 1 KiB ops")
+            # Per lane: one shm lane to each peer, its bytes sent moving, a rate.
+            lanes = {l["peer"]: l for l in b.get("lanes", [])}
+            check(sorted(lanes) == sorted({0, 1, 2} - {b["rank"]}),
+                  f"rank {b['rank']}: lanes {b.get('lanes')}")
+            before = {l["peer"]: l["bytes_sent"] for l in a.get("lanes", [])}
+            for peer, l in lanes.items():
+                check(l["lane"] == "shm" and l["bytes_sent"] > before.get(peer, 0)
+                      and l.get("bytes_per_s", 0) > 0,
+                      f"rank {b['rank']} lane to rank {peer} did not move: {l} (was "
+                      f"{before.get(peer)})")
     finally:
         rc = finish(p, 60)
     check(rc == 0, f"stream job: sparkrun exited {rc}:\n{output(log)}")

@@ -26,7 +26,9 @@ constexpr const char* kStatusUsage =
 
 Shows a running job of yours on this machine, one row per rank: host, pid, state (running,
 waiting, stopped, exited), the operation it is in (communicator, seq, bytes) and for how long,
-the peer and lane it waits on, operations completed and its rate since the previous look.
+the peer and lane it waits on, operations completed and its rate since the previous look;
+under each rank its lanes to its peers: bytes sent, rate and share of the time its waits
+blocked on the lane.
 Read from the ranks' flight recorders (SPARK_FLIGHT_RECORDER) through sparkrun's socket in
 the job's directory; only the job's user can ask.
 
@@ -97,6 +99,18 @@ void print_table(const json& s) {
         row.contains("ops_completed") ? std::to_string(row["ops_completed"].get<long>()).c_str()
                                       : "-",
         fmt_rate(row).c_str());
+    // Its lanes that carried something: bytes sent, rate and blocked share since the last look.
+    if (!row.contains("lanes")) continue;
+    for (const auto& l : row["lanes"]) {
+      if (l.value("bytes_sent", std::uint64_t{0}) == 0 && l.value("blocked_s", 0.0) == 0) continue;
+      char rate[64] = "-";
+      if (l.contains("bytes_per_s"))
+        std::snprintf(rate, sizeof rate, "%.1f MB/s, blocked %.0f%%",
+                      l["bytes_per_s"].get<double>() / 1e6, 100 * l.value("blocked_share", 0.0));
+      std::printf("      lane %-16s to rank %-4d %12.1f MB sent  %s\n", l.value("lane", "").c_str(),
+                  l.value("peer", -1),
+                  static_cast<double>(l.value("bytes_sent", std::uint64_t{0})) / 1e6, rate);
+    }
   }
 }
 

@@ -86,6 +86,14 @@ std::optional<RankFlight> read_flight(const std::string& job_id, int rank) {
     const std::uint32_t ops = std::min<std::uint32_t>(h->op_count, flight::kMaxOps);
     for (std::uint32_t i = 0; i < flight::kMaxOps; ++i)
       if (i < ops || h->ops[i][0] != 0) f.ops.push_back(text(h->ops[i], 16));
+    const std::uint32_t lanes =
+        std::min(h->lane_count.load(std::memory_order_acquire), flight::kMaxLanes);
+    for (std::uint32_t i = 0; i < lanes; ++i) {
+      const flight::LaneRow& row = flight::lane_rows(h)[i];
+      f.lanes.push_back({row.peer, text(row.name, sizeof row.name),
+                         row.bytes.load(std::memory_order_relaxed),
+                         row.blocked_ns.load(std::memory_order_relaxed)});
+    }
     const std::uint64_t n = std::min<std::uint64_t>(f.begun, h->capacity);
     for (std::uint64_t i = f.begun - n; i < f.begun; ++i) {
       RankFlight::Op op;
@@ -132,6 +140,16 @@ json entry_json(const RankFlight& f, const RankFlight::Op& op) {
   return j;
 }
 
+json lanes_json(const RankFlight& f) {
+  json lanes = json::array();
+  for (const auto& l : f.lanes)
+    lanes.push_back({{"peer", l.peer},
+                     {"lane", l.name},
+                     {"bytes_sent", l.bytes},
+                     {"blocked_s", static_cast<double>(l.blocked_ns) / 1e9}});
+  return lanes;
+}
+
 json flight_json(const RankFlight& f) {
   json j = json::object();
   j["rank"] = f.rank;
@@ -139,6 +157,7 @@ json flight_json(const RankFlight& f) {
   j["operations_begun"] = f.begun;
   j["operations_completed"] = f.completed;
   j["bytes_completed"] = f.bytes_done;
+  j["lanes"] = lanes_json(f);
   j["operations"] = json::array();
   for (const auto& op : f.entries) j["operations"].push_back(entry_json(f, op));
   return j;

@@ -31,7 +31,15 @@ struct RankFlight {
     std::string lane;  ///< of its last blocked wait
     protocol::flight::State state;
   };
-  std::vector<Op> entries;   ///< oldest first; the last is the current
+  std::vector<Op> entries;  ///< oldest first; the last is the current
+  /// The rank's lanes to its peers (protocol::flight::LaneRow): payload bytes sent, blocked
+  /// waits' time.
+  struct Lane {
+    int peer = -1;
+    std::string name;
+    std::uint64_t bytes = 0, blocked_ns = 0;
+  };
+  std::vector<Lane> lanes;
   std::int64_t read_ns = 0;  ///< CLOCK_MONOTONIC of the read
 };
 
@@ -42,6 +50,8 @@ std::optional<RankFlight> read_flight(const std::string& job_id, int rank);
 /// An entry as JSON: op, comm, seq, bytes, peer, state, times (ns since its start, seconds
 /// ago), the wait it blocked in.
 nlohmann::json entry_json(const RankFlight& f, const RankFlight::Op& op);
+/// The lanes as JSON: per lane peer, lane (its name), bytes_sent, blocked_s.
+nlohmann::json lanes_json(const RankFlight& f);
 /// The whole recorder as JSON (rank, pid, counters, entries oldest first).
 nlohmann::json flight_json(const RankFlight& f);
 /// One line for an entry: "allreduce seq 42 (world) 8.0 KiB: waiting 3.2 s for data from rank

@@ -106,6 +106,26 @@ std::string openmetrics_text(const std::string& job_id, const std::vector<RankMe
     s += "sparkrun_rank_wait_seconds_sum{" + l + "} " +
          number(static_cast<double>(r.flight->wait_sum_ns) / 1e9) + "\n";
   }
+  s += "# TYPE sparkrun_lane_bytes counter\n";
+  s += "# UNIT sparkrun_lane_bytes bytes\n";
+  s += "# HELP sparkrun_lane_bytes Payload bytes the rank sent to a peer over one lane.\n";
+  auto lane_labels = [](const RankMetrics& r, const RankFlight::Lane& l) {
+    return "{rank=\"" + std::to_string(r.rank) + "\",host=\"" + r.host + "\",peer=\"" +
+           std::to_string(l.peer) + "\",lane=\"" + l.name + "\"}";
+  };
+  for (const auto& r : ranks)
+    if (r.flight)
+      for (const auto& l : r.flight->lanes)
+        s += "sparkrun_lane_bytes_total" + lane_labels(r, l) + " " + std::to_string(l.bytes) + "\n";
+  s += "# TYPE sparkrun_lane_blocked_seconds counter\n";
+  s += "# UNIT sparkrun_lane_blocked_seconds seconds\n";
+  s += "# HELP sparkrun_lane_blocked_seconds Time the rank's waits on a peer blocked on one "
+       "lane.\n";
+  for (const auto& r : ranks)
+    if (r.flight)
+      for (const auto& l : r.flight->lanes)
+        s += "sparkrun_lane_blocked_seconds_total" + lane_labels(r, l) + " " +
+             number(static_cast<double>(l.blocked_ns) / 1e9) + "\n";
   s += "# EOF\n";
   return s;
 }

@@ -178,6 +178,7 @@ class Runner {
   struct Sample {
     std::int64_t ns = 0;
     std::uint64_t completed = 0, bytes = 0;
+    std::vector<RankFlight::Lane> lanes;  ///< by row (rows are only added)
   };
   std::map<int, Sample> last_sample_;
   bool timed_out_ = false;  // the first failure is a rank's fail-stop timeout
@@ -691,7 +692,8 @@ std::string Runner::status_reply() {
   for (const auto& [rank, s] : last_sample_) oldest = std::max(oldest, now_ns() - s.ns);
   if (!flights.empty() && (last_sample_.empty() || oldest > kMaxWindowNs)) {
     last_sample_.clear();
-    for (const auto& f : flights) last_sample_[f.rank] = {f.read_ns, f.completed, f.bytes_done};
+    for (const auto& f : flights)
+      last_sample_[f.rank] = {f.read_ns, f.completed, f.bytes_done, f.lanes};
     oldest = 0;
   }
   if (!flights.empty() && oldest < kMinWindowNs) {
@@ -718,15 +720,24 @@ std::string Runner::status_reply() {
       const RankFlight& f = *it->second;
       row["ops_completed"] = f.completed;
       row["bytes_completed"] = f.bytes_done;
+      nlohmann::json lanes = lanes_json(f);
       if (auto prev = last_sample_.find(r.rank); prev != last_sample_.end()) {
-        const double dt = static_cast<double>(f.read_ns - prev->second.ns) / 1e9;
+        const Sample& p = prev->second;
+        const double dt = static_cast<double>(f.read_ns - p.ns) / 1e9;
         if (dt > 0) {
-          row["ops_per_s"] = static_cast<double>(f.completed - prev->second.completed) / dt;
-          row["bytes_per_s"] = static_cast<double>(f.bytes_done - prev->second.bytes) / dt;
+          row["ops_per_s"] = static_cast<double>(f.completed - p.completed) / dt;
+          row["bytes_per_s"] = static_cast<double>(f.bytes_done - p.bytes) / dt;
           row["rate_window_s"] = dt;
+          // Per lane: bytes sent per second and the share of the window its waits blocked.
+          for (std::size_t i = 0; i < f.lanes.size() && i < p.lanes.size(); ++i) {
+            lanes[i]["bytes_per_s"] = static_cast<double>(f.lanes[i].bytes - p.lanes[i].bytes) / dt;
+            lanes[i]["blocked_share"] =
+                static_cast<double>(f.lanes[i].blocked_ns - p.lanes[i].blocked_ns) / 1e9 / dt;
+          }
         }
       }
-      last_sample_[r.rank] = {f.read_ns, f.completed, f.bytes_done};
+      row["lanes"] = std::move(lanes);
+      last_sample_[r.rank] = {f.read_ns, f.completed, f.bytes_done, f.lanes};
       if (!f.entries.empty()) {
         const auto& e = f.entries.back();
         nlohmann::json cur = entry_json(f, e);

@@ -26,6 +26,10 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
                             std::string(coll::cpu_isa_name(options_.max_cpu_isa)) +
                             ": SPARK_MAX_CPU_ISA)");
   wire_up();
+  if (recorder_)  // per-lane byte counts, by world rank (sub-communicators share these rows)
+    for (int p = 0; p < size_; ++p)
+      if (const transport::Transport* t = by_peer_[static_cast<std::size_t>(p)])
+        recorder_->add_lanes(p, t->lane_names(p));
   WaitPolicy::Settings wait;
   if (!options_.spin_auto) {
     wait.fixed_spin = std::chrono::microseconds(options_.spin_us);

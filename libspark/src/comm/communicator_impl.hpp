@@ -166,6 +166,18 @@ class CommunicatorImpl {
   };
 
   // --- messaging built on the wait point (comm/wait.cpp) ---
+  /// Sends one message (a credit is there) and counts its payload on its lane in the flight
+  /// recorder (sparkrun status's per-lane bytes): a load and a store, no clock, no call into
+  /// the transport unless the peer has several lanes.
+  void send_counted(transport::Transport& t, int world_peer, const transport::MsgHeader& h,
+                    const void* data) {
+    FlightRecorder* r = world_->recorder_.get();
+    if (r == nullptr) return t.send(world_peer, h, data);
+    const std::uint32_t row = r->lane_row(
+        world_peer, [&] { return t.lane_index(world_peer, transport::WaitKind::credit); });
+    t.send(world_peer, h, data);
+    r->sent(row, h.bytes);
+  }
   /// Waits for a credit to `peer`, then sends one piece.
   void post(int peer, std::uint32_t step, std::uint32_t piece, const void* data, std::size_t bytes,
             std::uint64_t count_for_peer);
@@ -188,8 +200,8 @@ class CommunicatorImpl {
       const std::optional<Outgoing> m = to(p);
       if (!m) continue;
       if (can_post(p))
-        by_peer_[static_cast<std::size_t>(p)]->send(
-            world_rank(p), header(step, piece, m->bytes, m->count_for_peer), m->data);
+        send_counted(*by_peer_[static_cast<std::size_t>(p)], world_rank(p),
+                     header(step, piece, m->bytes, m->count_for_peer), m->data);
       else
         full.push_back(p);
     }

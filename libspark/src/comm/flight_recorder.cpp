@@ -44,6 +44,7 @@ FlightRecorder::FlightRecorder(const std::string& job_id, int rank, std::uint32_
   header_ = static_cast<flight::Header*>(mem);
   slots_ = flight::entries(header_);
   header_->capacity = capacity_;
+  lane_rows_ = flight::lane_rows(header_);  // placed after the ring: the capacity first
   header_->rank = rank;
   header_->pid = static_cast<std::int32_t>(::getpid());
   add_comm("world");
@@ -67,9 +68,28 @@ std::uint16_t FlightRecorder::add_comm(std::string_view name) noexcept {
   return static_cast<std::uint16_t>(n);
 }
 
+void FlightRecorder::add_lanes(int peer, const std::vector<std::string>& names) {
+  if (peer < 0 || names.empty()) return;
+  const std::uint32_t first = header_->lane_count.load(std::memory_order_relaxed);
+  if (first + names.size() > flight::kMaxLanes) return;  // not counted (status says nothing)
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    flight::LaneRow& row = lane_rows_[first + i];
+    row.peer = peer;
+    row.index = static_cast<std::uint32_t>(i);
+    flight::set_text(row.name, names[i]);
+  }
+  if (lanes_.size() <= static_cast<std::size_t>(peer))
+    lanes_.resize(static_cast<std::size_t>(peer) + 1);
+  lanes_[static_cast<std::size_t>(peer)] = {first, static_cast<std::uint32_t>(names.size())};
+  header_->lane_count.store(first + static_cast<std::uint32_t>(names.size()),
+                            std::memory_order_release);
+}
+
 void FlightRecorder::wait_blocked(int peer, std::uint8_t kind, std::string_view lane,
+                                  std::uint32_t lane_row,
                                   std::chrono::steady_clock::time_point since) noexcept {
   if (current_ == nullptr) return;
+  blocked_row_ = lane_row;
   flight::Entry& e = *current_;
   flight::WriteGuard g(e);
   e.wait_peer = peer;
@@ -102,6 +122,12 @@ void FlightRecorder::wait_unblocked(std::chrono::steady_clock::time_point ended)
   header_->wait_sum_ns.store(
       header_->wait_sum_ns.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(waited),
       std::memory_order_relaxed);
+  if (blocked_row_ != kNoRow) {
+    auto& lane = lane_rows_[blocked_row_].blocked_ns;
+    lane.store(lane.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(waited),
+               std::memory_order_relaxed);
+    blocked_row_ = kNoRow;
+  }
 }
 
 void FlightRecorder::fail_current() noexcept {

@@ -26,6 +26,27 @@ class FlightRecorder {
   /// A communicator's index for entries (0: the world); the last slot is shared once full.
   std::uint16_t add_comm(std::string_view name) noexcept;
 
+  /// A lane row: no row (the table is full, no such lane).
+  static constexpr std::uint32_t kNoRow = ~std::uint32_t{0};
+  /// The lanes to world rank `peer`, by the transport's lane index (at wire-up).
+  void add_lanes(int peer, const std::vector<std::string>& names);
+  /// The row of `peer`'s lane that `lane_index()` names; asked only when the peer has several.
+  template <class LaneIndex>
+  std::uint32_t lane_row(int peer, LaneIndex&& lane_index) const noexcept {
+    if (static_cast<std::size_t>(peer) >= lanes_.size()) return kNoRow;
+    const PeerLanes l = lanes_[static_cast<std::size_t>(peer)];
+    if (l.count <= 1) return l.count == 1 ? l.first : kNoRow;
+    const std::size_t i = lane_index();
+    return i < l.count ? l.first + static_cast<std::uint32_t>(i) : kNoRow;
+  }
+  /// `bytes` of payload went out on lane row `row` (one writer: a plain add, no locked
+  /// instruction on the hot path).
+  void sent(std::uint32_t row, std::uint64_t bytes) noexcept {
+    if (row == kNoRow) return;
+    auto& b = lane_rows_[row].bytes;
+    b.store(b.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+  }
+
   /// An operation begins (no clock read: see the layout's cost rule).
   void begin(const char* op, std::uint16_t comm, std::uint64_t seq, std::uint64_t bytes,
              std::int32_t peer) noexcept {
@@ -73,8 +94,8 @@ class FlightRecorder {
   void fail_current() noexcept;
   void keep() noexcept { keep_ = true; }
   /// The current operation's wait blocked (first time in that wait): on `peer` (world rank),
-  /// its lane, since `since`.
-  void wait_blocked(int peer, std::uint8_t kind, std::string_view lane,
+  /// its lane (name, and row for the lane's blocked time), since `since`.
+  void wait_blocked(int peer, std::uint8_t kind, std::string_view lane, std::uint32_t lane_row,
                     std::chrono::steady_clock::time_point since) noexcept;
   /// A wait of the current operation ended; `blocked`: it had called wait_blocked.
   void wait_ended(std::chrono::steady_clock::time_point began,
@@ -103,6 +124,12 @@ class FlightRecorder {
   std::size_t bytes_;
   protocol::flight::Header* header_ = nullptr;
   protocol::flight::Entry* slots_ = nullptr;
+  protocol::flight::LaneRow* lane_rows_ = nullptr;
+  struct PeerLanes {
+    std::uint32_t first = kNoRow, count = 0;
+  };
+  std::vector<PeerLanes> lanes_;        ///< by world rank
+  std::uint32_t blocked_row_ = kNoRow;  ///< the lane row of the blocked wait in progress
   // The writer's own copies (the shared header is only written).
   std::vector<const char*> op_names_;  ///< the literals of Header::ops, by index
   const char* last_op_ = nullptr;      ///< the previous operation's name and its index

@@ -111,7 +111,9 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
       // The recorder shows a blocked wait (sparkrun status); one that ends while spinning is
       // not worth a lane name's copy.
       if (recorder)
-        recorder->wait_blocked(wp, static_cast<std::uint8_t>(kind), t.lane_name(wp, kind), start);
+        recorder->wait_blocked(wp, static_cast<std::uint8_t>(kind), t.lane_name(wp, kind),
+                               recorder->lane_row(wp, [&] { return t.lane_index(wp, kind); }),
+                               start);
       // About to block anyway: the moment to look at the machine's load now and then.
       if (policy.load_sample_due(now.time_since_epoch()))
         policy.set_load(now.time_since_epoch(), world_->load_sampler_.runnable_others());
@@ -295,7 +297,7 @@ void CommunicatorImpl::post(int peer, std::uint32_t step, std::uint32_t piece, c
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
   const int wp = world_rank(peer);
   wait(peer, WaitKind::credit, step, [&] { return t.can_send(wp); });
-  t.send(wp, header(step, piece, bytes, count_for_peer), data);
+  send_counted(t, wp, header(step, piece, bytes, count_for_peer), data);
 }
 
 transport::MsgHeader CommunicatorImpl::header(std::uint32_t step, std::uint32_t piece,

@@ -140,6 +140,13 @@ class Transport {
   virtual std::size_t slot_bytes() const noexcept = 0;
   /// Lane name of the next message to (send) or from (recv) `peer`, e.g. "tcp:1", "shm".
   virtual std::string lane_name(int peer, WaitKind kind) const = 0;
+  /// The names of every lane to `peer` by lane index (the flight recorder's per-lane counts).
+  virtual std::vector<std::string> lane_names(int peer) const {
+    return {lane_name(peer, WaitKind::data)};
+  }
+  /// The index (into lane_names) of the lane of the next message to (credit, send_done) or
+  /// from (data) `peer`: lane_name's lane. Asked only of peers with several lanes.
+  virtual std::size_t lane_index(int /*peer*/, WaitKind /*kind*/) const noexcept { return 0; }
   /// What the short lane name cannot hold, for the record's detail (e.g. the relaying host of
   /// a relayed tcp lane); "" when the name says it all.
   virtual std::string lane_detail(int /*peer*/, WaitKind /*kind*/) const { return {}; }

@@ -467,6 +467,13 @@ std::string TcpTransport::lane_name(int q, WaitKind kind) const {
   return c.name.empty() ? "tcp:" + std::to_string(c.lane) : c.name;
 }
 
+std::vector<std::string> TcpTransport::lane_names(int q) const {
+  std::vector<std::string> names;
+  for (const Conn& c : peers_[static_cast<std::size_t>(q)]->lanes)
+    names.push_back(c.name.empty() ? "tcp:" + std::to_string(c.lane) : c.name);
+  return names;
+}
+
 std::string TcpTransport::lane_detail(int q, WaitKind kind) const {
   return next_conn(q, kind).via;
 }

@@ -119,6 +119,11 @@ class TcpTransport final : public Transport {
   std::size_t slot_bytes() const noexcept override { return opt_.slot_bytes; }
   std::string lane_name(int peer, WaitKind kind) const override;
   std::string lane_detail(int peer, WaitKind kind) const override;
+  std::vector<std::string> lane_names(int peer) const override;
+  std::size_t lane_index(int peer, WaitKind kind) const noexcept override {
+    const Peer& p = *peers_[static_cast<std::size_t>(peer)];
+    return kind == WaitKind::data ? p.rx_lane : p.tx_lane;
+  }
   bool can_send(int peer) override;
   void send(int peer, const MsgHeader& header, const void* data) override;
   bool send_idle(int peer) override;

@@ -446,6 +446,24 @@ std::string VerbsTransport::lane_name(int peer_rank, WaitKind kind) const {
   return v < 0 ? dev : "via r" + std::to_string(v) + "/" + dev;
 }
 
+std::vector<std::string> VerbsTransport::lane_names(int peer_rank) const {
+  const Peer& p = peer(peer_rank);
+  const int v = via(peer_rank);
+  std::vector<std::string> names;
+  for (const int link : p.use) {
+    const std::string& dev = p.links[static_cast<std::size_t>(link)].local.device;
+    names.push_back(v < 0 ? dev : "via r" + std::to_string(v) + "/" + dev);
+  }
+  return names;
+}
+
+std::size_t VerbsTransport::lane_index(int peer_rank, WaitKind kind) const noexcept {
+  const Peer& p = peer(peer_rank);
+  if (p.use.empty()) return 0;
+  return static_cast<std::size_t>((kind == WaitKind::data ? p.rx_count : p.tx_count) %
+                                  p.use.size());
+}
+
 std::string VerbsTransport::lane_detail(int peer_rank, WaitKind) const {
   const int v = via(peer_rank);
   if (v < 0) return {};

@@ -125,6 +125,8 @@ class VerbsTransport final : public Transport {
   std::string_view name() const noexcept override { return "roce"; }
   std::size_t slot_bytes() const noexcept override { return opt_.slot_bytes; }
   std::string lane_name(int peer, WaitKind kind) const override;
+  std::vector<std::string> lane_names(int peer) const override;
+  std::size_t lane_index(int peer, WaitKind kind) const noexcept override;
   std::string lane_detail(int peer, WaitKind kind) const override;
   bool can_send(int peer) override;
   void send(int peer, const MsgHeader& header, const void* data) override;

@@ -26,7 +26,7 @@
 
 namespace spark::protocol::flight {
 
-inline constexpr char kMagic[8] = {'S', 'P', 'K', 'F', 'L', 'T', '0', '2'};
+inline constexpr char kMagic[8] = {'S', 'P', 'K', 'F', 'L', 'T', '0', '3'};
 inline constexpr std::uint32_t kMaxComms = 16;  ///< names kept; later communicators share the last
 
 /// An entry's state, as the reader derives it (the writer stores only `failed`).
@@ -44,6 +44,7 @@ inline constexpr std::uint32_t kMaxOps = 32;  ///< operation names kept; later o
 inline constexpr double kWaitBuckets[] = {0.001, 0.01, 0.1, 1, 10, 60};
 inline constexpr std::size_t kWaitBucketCount = std::size(kWaitBuckets) + 1;
 inline constexpr std::size_t kLaneBytes = 48;
+inline constexpr std::uint32_t kMaxLanes = 64;  ///< lane rows kept; later lanes are not counted
 
 /// One operation: one cache line, the fields an operation that never blocks writes in a few
 /// wide stores. Times are CLOCK_MONOTONIC nanoseconds (std::chrono::steady_clock), 0: none.
@@ -66,8 +67,24 @@ struct Entry {
 static_assert(sizeof(Entry) == 64);
 static_assert(std::is_trivially_copyable_v<Entry>);
 
+/// One lane of this rank toward one peer (a transport's connection or queue pair; a peer has
+/// several on a striped tcp or RDMA path): the payload bytes the rank sent over it and how long
+/// its waits blocked on it (for data from the peer or a slot at the peer). Counted by the
+/// writer with plain adds (one writer); the row's name and peer are written before
+/// Header::lane_count covers it. Bytes a collective copied straight between processes (shm's
+/// single copy) travel on no lane and are not counted.
+struct LaneRow {
+  std::atomic<std::uint64_t> bytes;
+  std::atomic<std::uint64_t> blocked_ns;
+  std::int32_t peer;    ///< world rank
+  std::uint32_t index;  ///< the lane's index among the peer's lanes
+  char name[32];        ///< "shm", "tcp:1", "tcp:eth1", "mlx5_0"
+};
+static_assert(sizeof(LaneRow) == 56);
+
 /// The segment: Header, `capacity` Entry slots, then per slot the lane text of its last
-/// blocked wait (written only when a wait blocks, under the slot's seqlock).
+/// blocked wait (written only when a wait blocks, under the slot's seqlock), then kMaxLanes
+/// LaneRow rows.
 struct Header {
   char magic[8];
   std::uint32_t capacity;
@@ -79,9 +96,9 @@ struct Header {
                                           ///< current one is done when this equals begun
   std::atomic<std::uint64_t> bytes_done;  ///< bytes of those
   std::uint32_t op_count;
-  std::uint32_t reserved0;
-  char comms[kMaxComms][40];  ///< communicator names ("world", "comm 1 (color 0, ...")
-  char ops[kMaxOps][16];      ///< operation names ("allreduce", "send", ...)
+  std::atomic<std::uint32_t> lane_count;  ///< LaneRow rows in use (release: rows before it are set)
+  char comms[kMaxComms][40];              ///< communicator names ("world", "comm 1 (color 0, ...")
+  char ops[kMaxOps][16];                  ///< operation names ("allreduce", "send", ...)
   char reserved[8];
   /// Waits that blocked, by duration (kWaitBuckets; not cumulative), and their total time.
   std::atomic<std::uint64_t> wait_buckets[kWaitBucketCount];
@@ -90,7 +107,8 @@ struct Header {
 static_assert(sizeof(Header) % 64 == 0);
 
 inline std::size_t segment_bytes(std::uint32_t capacity) {
-  return sizeof(Header) + std::size_t{capacity} * (sizeof(Entry) + kLaneBytes);
+  return sizeof(Header) + std::size_t{capacity} * (sizeof(Entry) + kLaneBytes) +
+         kMaxLanes * sizeof(LaneRow);
 }
 inline Entry* entries(Header* h) {
   return reinterpret_cast<Entry*>(reinterpret_cast<char*>(h) + sizeof(Header));
@@ -103,6 +121,13 @@ inline char* lane_of(Header* h, std::size_t slot) {
 }
 inline const char* lane_of(const Header* h, std::size_t slot) {
   return reinterpret_cast<const char*>(entries(h) + h->capacity) + slot * kLaneBytes;
+}
+
+inline LaneRow* lane_rows(Header* h) {
+  return reinterpret_cast<LaneRow*>(lane_of(h, h->capacity));
+}
+inline const LaneRow* lane_rows(const Header* h) {
+  return reinterpret_cast<const LaneRow*>(lane_of(h, h->capacity));
 }
 
 /// The shm_open name of `rank`'s recorder in job `job_id`.

@@ -4,7 +4,7 @@
 # Soft-RoCE (rxe) on every NIC, so RoCE v2 crosses each virtual cable as UDP 4791. All VMs boot
 # one shared initramfs and run the same SCRIPT. See docs/roce.md.
 #
-#   vm_mesh.sh [--cache DIR] [--work DIR] [--timeout S] [--mem MB] [--bin FILE]...
+#   vm_mesh.sh [--cache DIR] [--work DIR] [--timeout S] [--mem MB] [--bin FILE]... [--tree DIR]...
 #              --links A-B[,C-D...] SCRIPT
 #
 # Link L (0-based, in --links order) is subnet 10.60.L.0/24: node A is 10.60.L.A, node B is
@@ -29,6 +29,7 @@ while [[ $# -gt 0 ]]; do
     --mem) mem=$2; shift 2 ;;
     --links) links=$2; shift 2 ;;
     --bin) pass+=(--bin "$2"); shift 2 ;;
+    --tree) pass+=(--tree "$2"); shift 2 ;;
     -*) echo "vm_mesh: unknown option $1" >&2; exit 4 ;;
     *) break ;;
   esac

@@ -5,7 +5,10 @@
 #   2. libspark collectives on SPARK_TRANSPORT=roce striped over rxe0+rxe1 (allreduce_perf
 #      checks every element on every rank), and both e1000 links carried the traffic;
 #   3. a SIGSTOPped rank on node 2: node 1's failure record names it, its rxe lane and seq;
-#   4. `sparkrun doctor --bandwidth`'s program (when built): both cables qualified both ways by
+#   4. wire faults from netem (vm_netem.sh, when fault_stream is built): mixed collectives over
+#      tcp on eth0 under delay, reorder, duplicates, corruption and loss at once; over roce on
+#      rxe1 under 1 % loss + 5 ms delay; the rxe1 cable cut mid-stream, fail-stop in bound;
+#   5. `sparkrun doctor --bandwidth`'s program (when built): both cables qualified both ways by
 #      RDMA WRITE streams, each direction ok with both interfaces' byte counters; then both
 #      cables at once each way (a job's striping), judged against the sum of the two.
 set -u
@@ -83,5 +86,8 @@ run peer_up reachable 10.60.0.$peer 10.60.1.$peer
 run fabric_rdma_lanes fabric
 run roce_collectives_2_links collectives
 run roce_stopped_peer stopped_peer
+if [ -x /bin/fault_stream ]; then
+  run netem_wire_faults env NETEM_CASES="tcp_all roce_loss_delay roce_cut" sh /bin/vm_netem.sh
+fi
 if [ -x /bin/spark_doctor_probe ]; then run doctor_bandwidth_pair doctor_bandwidth; fi
 exit $failed

@@ -4,10 +4,13 @@
 # kernel has no RDMA. See docs/roce.md and tests/rdma/README.md.
 #
 #   vm_run.sh [--cache DIR] [--work DIR] [--timeout S] [--lanes N] [--mtu M] [--bin FILE]...
-#             [--nic listen:PORT[:NET]|connect:PORT[:NET]]... [--node N] [--smp N] [--mem MB]
+#             [--tree DIR]... [--nic listen:PORT[:NET]|connect:PORT[:NET]]... [--node N]
+#             [--smp N] [--mem MB]
 #             [--build-only | --initrd FILE] SCRIPT
 #
 # SCRIPT is a /bin/sh script run inside the VM as /test.sh with every --bin FILE in /bin.
+# --tree DIR copies a whole folder to the same path inside, with the libraries of every shared
+# object in it (e.g. Open MPI's MCA components and UCX's modules, which are dlopen'ed).
 # Devices inside: dummy netdev dN (10.50.N.1/24, MTU --mtu, default 9000 as on a Spark) with
 # rxe device rxeN, N = 0..lanes-1 (--lanes 0: none).
 # --nic adds an e1000 NIC joined to another VM by a qemu socket on 127.0.0.1:PORT (one VM
@@ -30,6 +33,7 @@ timeout_s=170
 lanes=1
 mtu=9000
 bins=()
+trees=()
 nics=()
 node=1
 smp=2
@@ -44,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     --lanes) lanes=$2; shift 2 ;;
     --mtu) mtu=$2; shift 2 ;;
     --bin) bins+=("$2"); shift 2 ;;
+    --tree) trees+=("$2"); shift 2 ;;
     --nic) nics+=("$2"); shift 2 ;;
     --node) node=$2; shift 2 ;;
     --smp) smp=$2; shift 2 ;;
@@ -128,8 +133,9 @@ modlist="$work/modules.txt"
 mods="crc32_generic rdma_rxe dummy"
 # With NICs (VM meshes) also tc's filters, so a scenario can drop RoCE (UDP 4791) on a
 # cable while tcp still crosses it: clsact (sch_ingress), u32 match, drop action (gact).
-# And prio + tbf, to shape RoCE on a cable (doctor --bandwidth's slow-cable case).
-[[ $with_e1000 -eq 1 ]] && mods="$mods e1000 sch_ingress cls_u32 act_gact sch_prio sch_tbf"
+# And prio + tbf, to shape RoCE on a cable (doctor --bandwidth's slow-cable case); netem for
+# the wire faults of vm_netem.sh (loss, delay, reorder, duplicates, corruption).
+[[ $with_e1000 -eq 1 ]] && mods="$mods e1000 sch_ingress cls_u32 act_gact sch_prio sch_tbf sch_netem"
 for m in $mods; do
   modprobe -d "$kdir" -S "$kver" --show-depends "$m" | awk '$1=="insmod"{print $2}' >>"$modlist" ||
     die "modprobe --show-depends $m failed"
@@ -184,6 +190,16 @@ done
 for b in "${bins[@]}"; do
   [[ -x "$b" ]] || die "test binary $b missing or not executable"
   copy_with_libs "$b" "/bin/$(basename "$b")"
+done
+for t in "${trees[@]}"; do
+  [[ -d "$t" ]] || die "--tree $t is not a folder"
+  t=$(cd "$t" && pwd -P)
+  mkdir -p "$root$t"
+  cp -a "$t/." "$root$t/"
+  while read -r f; do
+    case "$f" in *.so | *.so.*) copy_with_libs "$f" "$f" ;; esac
+  done < <(find "$t" -type f ! -name '*.a' ! -name '*.la')
+  find "$root$t" \( -name '*.a' -o -name '*.la' \) -delete
 done
 cp "$script" "$root/test.sh"
 cp "$(dirname "$0")/vm_lib.sh" "$root/vm_lib.sh"  # what the in-VM scripts share

@@ -218,6 +218,10 @@ class TcpTransport final : public Transport {
   std::vector<std::unique_ptr<Peer>> peers_;  ///< indexed by global rank
   std::vector<Conn*> all_;
   bool left_ = false;  ///< leave(): nothing more is sent
+  /// progress() reads every connection on every kReadAllEvery-th call (why: there).
+  static constexpr std::uint32_t kReadAllEvery = 8;
+  std::uint32_t progress_calls_ = 0;
+  bool read_all_next_ = true;  ///< the next progress() reads every connection (after a block)
   TcpRelay::OnFailure on_relay_failure_;
   TcpRelay::TimeoutSource relay_timeout_;
   std::unique_ptr<TcpRelay> relay_;  ///< started when this rank relays for someone

@@ -1,6 +1,7 @@
 # Sourced by the network-namespace tests of switchless fabrics (tests/fabric/fabric_netns.sh,
 # tests/rdma/doctor_netns.sh). Set before calling: pfx (a unique name prefix, e.g. "fb$$"),
-# n (nodes), cables ("0-1 1-2 ...": a-b means port "to<b>" on a, "to<a>" on b).
+# n (nodes), cables ("0-1 1-2 ...": a-b means port "to<b>" on a, "to<a>" on b; a second cable
+# between the same pair is "to<b>b" / "to<a>b").
 #
 #   switchless_pick_subnet   sets s: the second octet of a 10.s.0.0/16 no interface uses yet
 #   switchless_up            namespaces $pfx0..$pfx<n-1>, one veth pair per cable in its own
@@ -32,19 +33,22 @@ switchless_up() {
       ip -n "$ns" link set ctl up || return 1
     hosts="$hosts${hosts:+,}$ns"
   done
+  local second
   for c in $cables; do
     a=${c%-*} b=${c#*-}
     k=$((k + 1))
+    second=""
+    ip -n "$pfx$a" link show "to$b" >/dev/null 2>&1 && second=b
     # port "to<b>" of a to port "to<a>" of b (a Spark's two QSFP ports): names say the peer.
     ip link add "${pfx}x$k" type veth peer name "${pfx}y$k" &&
       ip link set "${pfx}x$k" netns "$pfx$a" &&
       ip link set "${pfx}y$k" netns "$pfx$b" &&
-      ip -n "$pfx$a" link set "${pfx}x$k" name "to$b" &&
-      ip -n "$pfx$b" link set "${pfx}y$k" name "to$a" &&
-      ip -n "$pfx$a" addr add "10.$s.$k.1/30" dev "to$b" &&
-      ip -n "$pfx$b" addr add "10.$s.$k.2/30" dev "to$a" &&
-      ip -n "$pfx$a" link set "to$b" up &&
-      ip -n "$pfx$b" link set "to$a" up || return 1
+      ip -n "$pfx$a" link set "${pfx}x$k" name "to$b$second" &&
+      ip -n "$pfx$b" link set "${pfx}y$k" name "to$a$second" &&
+      ip -n "$pfx$a" addr add "10.$s.$k.1/30" dev "to$b$second" &&
+      ip -n "$pfx$b" addr add "10.$s.$k.2/30" dev "to$a$second" &&
+      ip -n "$pfx$a" link set "to$b$second" up &&
+      ip -n "$pfx$b" link set "to$a$second" up || return 1
   done
   # The bridge forwards only after its ports left the learning state (bounded wait).
   for i in $(seq 0 $((n - 1))); do

@@ -5,6 +5,8 @@
 //   observe_rank mismatch VICTIM K   after K allreduces VICTIM calls broadcast where the others
 //                                    call allreduce (a collective mismatch)
 //   observe_rank slow VICTIM SECONDS like stream, but VICTIM sleeps 2 ms before each allreduce
+//   observe_rank wide SECONDS        like stream with 4 MiB allreduces (whole pieces: a tcp
+//                                    peer's lanes take turns)
 // Prints "READY" on rank 0 once the first allreduce completed.
 #include <signal.h>
 #include <unistd.h>
@@ -23,8 +25,8 @@ int main(int argc, char** argv) {
   const int a = argc > 2 ? std::atoi(argv[2]) : 0;
   const int k = argc > 3 ? std::atoi(argv[3]) : 0;
   spark::Communicator comm = spark::init();
-  std::vector<float> buf(256, 1.0f);
-  const bool timed = mode == "stream" || mode == "slow";
+  std::vector<float> buf(mode == "wide" ? 1 << 20 : 256, 1.0f);
+  const bool timed = mode == "stream" || mode == "slow" || mode == "wide";
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(mode == "slow" ? k : a);
   for (int it = 0;; ++it) {
     // Every rank leaves after the same allreduce: rank 0's "time is up" travels in the data.

@@ -8,6 +8,7 @@
 
 #include "flight_reader.hpp"
 #include "metrics_server.hpp"
+#include "slow_lane.hpp"
 #include "slow_rank.hpp"
 #include "usage_error.hpp"
 
@@ -144,6 +145,43 @@ TEST(SlowRank, RanksLateByTurnsAreNotNamed) {
   EXPECT_TRUE(watch(w, SlowRankWatch::kWindowSamples * 2, [](std::uint64_t s) {
                 return static_cast<int>(s % 3);
               }).empty());
+}
+
+// Rank 0's two lanes to rank 1 over SlowLaneWatch::kWindowSamples + 1 readings 0.2 s apart:
+// each carries 1 MB per reading and is busy `busy0` / `busy1` of each 0.2 s.
+std::vector<std::string> lanes_watch(SlowLaneWatch& w, double busy0, double busy1) {
+  std::vector<std::string> all;
+  RankFlight f = rank(0, {});
+  f.lanes = {{1, 0, "tcp:to1", 0, 0, 0}, {1, 1, "tcp:to1b", 0, 0, 0}, {2, 0, "tcp:to2", 0, 0, 0}};
+  for (int s = 0; s <= 2 * SlowLaneWatch::kWindowSamples; ++s) {
+    f.read_ns = std::int64_t{s} * 200'000'000;
+    for (auto& l : f.lanes) l.bytes += 1'000'000;
+    f.lanes[0].busy_ns += static_cast<std::uint64_t>(busy0 * 2e8);
+    f.lanes[1].busy_ns += static_cast<std::uint64_t>(busy1 * 2e8);
+    for (auto& line : w.sample({f}, {{0, "h1"}, {1, "h2"}})) all.push_back(line);
+  }
+  return all;
+}
+
+TEST(SlowLane, NamesTheLaneBusyWhileItsSiblingsFlowOnce) {
+  SlowLaneWatch w;
+  const auto lines = lanes_watch(w, 0.01, 0.9);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rfind("warning: slow lane tcp:to1b of rank 0 (host h1) to rank 1 (host h2): "
+                           "over the last 3 s it carried 15.0 MB in 2.70 s busy (90%), 5.6 MB/s",
+                           0),
+            0u)
+      << lines[0];
+  EXPECT_NE(
+      lines[0].find("its sibling lanes to that peer tcp:to1 15.0 MB in 0.03 s busy, 500.0 MB/s"),
+      std::string::npos)
+      << lines[0];
+}
+
+TEST(SlowLane, LanesThatShareABottleneckAreNotNamed) {
+  SlowLaneWatch even, slower;
+  EXPECT_TRUE(lanes_watch(even, 0.9, 0.9).empty());    // a bottleneck both lanes share
+  EXPECT_TRUE(lanes_watch(slower, 0.1, 0.6).empty());  // slower, not under a quarter
 }
 
 }  // namespace

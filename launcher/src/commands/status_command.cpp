@@ -103,10 +103,12 @@ void print_table(const json& s) {
     if (!row.contains("lanes")) continue;
     for (const auto& l : row["lanes"]) {
       if (l.value("bytes_sent", std::uint64_t{0}) == 0 && l.value("blocked_s", 0.0) == 0) continue;
-      char rate[64] = "-";
+      char rate[96] = "-";
       if (l.contains("bytes_per_s"))
-        std::snprintf(rate, sizeof rate, "%.1f MB/s, blocked %.0f%%",
-                      l["bytes_per_s"].get<double>() / 1e6, 100 * l.value("blocked_share", 0.0));
+        std::snprintf(rate, sizeof rate, "%.1f MB/s, busy %.0f%%, waits blocked on it %.0f%%",
+                      l["bytes_per_s"].get<double>() / 1e6,
+                      std::min(100.0, 100 * l.value("busy_share", 0.0)),
+                      std::min(100.0, 100 * l.value("blocked_share", 0.0)));
       std::printf("      lane %-16s to rank %-4d %12.1f MB sent  %s\n", l.value("lane", "").c_str(),
                   l.value("peer", -1),
                   static_cast<double>(l.value("bytes_sent", std::uint64_t{0})) / 1e6, rate);

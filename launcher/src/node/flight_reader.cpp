@@ -90,9 +90,10 @@ std::optional<RankFlight> read_flight(const std::string& job_id, int rank) {
         std::min(h->lane_count.load(std::memory_order_acquire), flight::kMaxLanes);
     for (std::uint32_t i = 0; i < lanes; ++i) {
       const flight::LaneRow& row = flight::lane_rows(h)[i];
-      f.lanes.push_back({row.peer, text(row.name, sizeof row.name),
+      f.lanes.push_back({row.peer, row.index, text(row.name, sizeof row.name),
                          row.bytes.load(std::memory_order_relaxed),
-                         row.blocked_ns.load(std::memory_order_relaxed)});
+                         row.blocked_ns.load(std::memory_order_relaxed),
+                         row.busy_ns.load(std::memory_order_relaxed)});
     }
     const std::uint64_t n = std::min<std::uint64_t>(f.begun, h->capacity);
     for (std::uint64_t i = f.begun - n; i < f.begun; ++i) {
@@ -146,7 +147,8 @@ json lanes_json(const RankFlight& f) {
     lanes.push_back({{"peer", l.peer},
                      {"lane", l.name},
                      {"bytes_sent", l.bytes},
-                     {"blocked_s", static_cast<double>(l.blocked_ns) / 1e9}});
+                     {"blocked_s", static_cast<double>(l.blocked_ns) / 1e9},
+                     {"busy_s", static_cast<double>(l.busy_ns) / 1e9}});
   return lanes;
 }
 

@@ -33,11 +33,12 @@ struct RankFlight {
   };
   std::vector<Op> entries;  ///< oldest first; the last is the current
   /// The rank's lanes to its peers (protocol::flight::LaneRow): payload bytes sent, blocked
-  /// waits' time.
+  /// waits' time, busy time.
   struct Lane {
     int peer = -1;
+    std::uint32_t index = 0;  ///< among the peer's lanes (the same connection at both ends)
     std::string name;
-    std::uint64_t bytes = 0, blocked_ns = 0;
+    std::uint64_t bytes = 0, blocked_ns = 0, busy_ns = 0;
   };
   std::vector<Lane> lanes;
   std::int64_t read_ns = 0;  ///< CLOCK_MONOTONIC of the read
@@ -50,7 +51,7 @@ std::optional<RankFlight> read_flight(const std::string& job_id, int rank);
 /// An entry as JSON: op, comm, seq, bytes, peer, state, times (ns since its start, seconds
 /// ago), the wait it blocked in.
 nlohmann::json entry_json(const RankFlight& f, const RankFlight::Op& op);
-/// The lanes as JSON: per lane peer, lane (its name), bytes_sent, blocked_s.
+/// The lanes as JSON: per lane peer, lane (its name), bytes_sent, blocked_s, busy_s.
 nlohmann::json lanes_json(const RankFlight& f);
 /// The whole recorder as JSON (rank, pid, counters, entries oldest first).
 nlohmann::json flight_json(const RankFlight& f);

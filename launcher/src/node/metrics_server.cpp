@@ -126,6 +126,15 @@ std::string openmetrics_text(const std::string& job_id, const std::vector<RankMe
       for (const auto& l : r.flight->lanes)
         s += "sparkrun_lane_blocked_seconds_total" + lane_labels(r, l) + " " +
              number(static_cast<double>(l.blocked_ns) / 1e9) + "\n";
+  s += "# TYPE sparkrun_lane_busy_seconds counter\n";
+  s += "# UNIT sparkrun_lane_busy_seconds seconds\n";
+  s += "# HELP sparkrun_lane_busy_seconds Time one lane of the rank to a peer had data in flight "
+       "(tcp: the kernel's busy time; 0 where the transport cannot tell).\n";
+  for (const auto& r : ranks)
+    if (r.flight)
+      for (const auto& l : r.flight->lanes)
+        s += "sparkrun_lane_busy_seconds_total" + lane_labels(r, l) + " " +
+             number(static_cast<double>(l.busy_ns) / 1e9) + "\n";
   s += "# EOF\n";
   return s;
 }

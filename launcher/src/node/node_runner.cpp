@@ -40,6 +40,7 @@
 #include "net/socket.hpp"
 #include "ompi_direct_launch.hpp"
 #include "orphan_guard.hpp"
+#include "slow_lane.hpp"
 #include "slow_rank.hpp"
 #include "spark/protocol/shm_segment.hpp"
 #include "spawn.hpp"
@@ -173,6 +174,7 @@ class Runner {
   std::unique_ptr<MetricsServer> metrics_;
   Fd watch_timer_;  // the slow-rank watch's period (slow_rank.hpp)
   SlowRankWatch slow_ranks_;
+  SlowLaneWatch slow_lanes_;
   void on_watch();
   // The previous status request's counters per rank: rates over the time between requests.
   struct Sample {
@@ -728,11 +730,14 @@ std::string Runner::status_reply() {
           row["ops_per_s"] = static_cast<double>(f.completed - p.completed) / dt;
           row["bytes_per_s"] = static_cast<double>(f.bytes_done - p.bytes) / dt;
           row["rate_window_s"] = dt;
-          // Per lane: bytes sent per second and the share of the window its waits blocked.
+          // Per lane: bytes sent per second, the share of the window the rank's waits blocked
+          // on it and the share it had data in flight.
           for (std::size_t i = 0; i < f.lanes.size() && i < p.lanes.size(); ++i) {
             lanes[i]["bytes_per_s"] = static_cast<double>(f.lanes[i].bytes - p.lanes[i].bytes) / dt;
             lanes[i]["blocked_share"] =
                 static_cast<double>(f.lanes[i].blocked_ns - p.lanes[i].blocked_ns) / 1e9 / dt;
+            lanes[i]["busy_share"] =
+                static_cast<double>(f.lanes[i].busy_ns - p.lanes[i].busy_ns) / 1e9 / dt;
           }
         }
       }
@@ -757,7 +762,9 @@ void Runner::on_watch() {
   std::map<int, std::string> host_of;
   for (const auto& n : spec_.plan.nodes)
     for (const int r : n.ranks) host_of[r] = n.host;
-  for (const auto& w : slow_ranks_.sample(read_flights(), host_of)) say(w);
+  const std::vector<RankFlight> flights = read_flights();
+  for (const auto& w : slow_ranks_.sample(flights, host_of)) say(w);
+  for (const auto& w : slow_lanes_.sample(flights, host_of)) say(w);
 }
 
 std::string Runner::metrics_text() {

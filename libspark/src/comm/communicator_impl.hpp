@@ -242,6 +242,11 @@ class CommunicatorImpl {
   /// Waits until every send of this op has left the process.
   void drain();
 
+  /// The current wait is for a piece after a step's first (post, take): its blocked time
+  /// counts against the lane (the flight recorder's per-lane blocked time, the slow-lane
+  /// warning). A step's first piece also waits for the peer's own work, which lands on
+  /// whichever lane the step starts on.
+  bool mid_stream_wait_ = false;
   /// THE wait point: every wait on a peer goes through here.
   template <class Ready>
   void wait(int peer, transport::WaitKind kind, std::uint32_t step, Ready&& ready) {

@@ -47,6 +47,20 @@ class FlightRecorder {
     b.store(b.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   }
 
+  /// Copies every lane's busy time, `busy(peer, lane index)` (std::chrono::nanoseconds), into
+  /// its row, at most every kBusyRefresh (system calls: on a blocked wait only).
+  static constexpr std::chrono::milliseconds kBusyRefresh{100};
+  template <class Busy>
+  void refresh_busy(std::chrono::steady_clock::time_point now, Busy&& busy) noexcept {
+    if (now - busy_refreshed_ < kBusyRefresh) return;
+    busy_refreshed_ = now;
+    for (std::size_t peer = 0; peer < lanes_.size(); ++peer)
+      for (std::uint32_t i = 0; i < lanes_[peer].count; ++i)
+        lane_rows_[lanes_[peer].first + i].busy_ns.store(
+            static_cast<std::uint64_t>(busy(static_cast<int>(peer), i).count()),
+            std::memory_order_relaxed);
+  }
+
   /// An operation begins (no clock read: see the layout's cost rule).
   void begin(const char* op, std::uint16_t comm, std::uint64_t seq, std::uint64_t bytes,
              std::int32_t peer) noexcept {
@@ -130,6 +144,7 @@ class FlightRecorder {
   };
   std::vector<PeerLanes> lanes_;        ///< by world rank
   std::uint32_t blocked_row_ = kNoRow;  ///< the lane row of the blocked wait in progress
+  std::chrono::steady_clock::time_point busy_refreshed_{};
   // The writer's own copies (the shared header is only written).
   std::vector<const char*> op_names_;  ///< the literals of Header::ops, by index
   const char* last_op_ = nullptr;      ///< the previous operation's name and its index

@@ -112,12 +112,20 @@ void CommunicatorImpl::wait_slow(int peer, WaitKind kind, std::uint32_t step, vo
       // not worth a lane name's copy.
       if (recorder)
         recorder->wait_blocked(wp, static_cast<std::uint8_t>(kind), t.lane_name(wp, kind),
-                               recorder->lane_row(wp, [&] { return t.lane_index(wp, kind); }),
+                               mid_stream_wait_
+                                   ? recorder->lane_row(wp, [&] { return t.lane_index(wp, kind); })
+                                   : FlightRecorder::kNoRow,
                                start);
       // About to block anyway: the moment to look at the machine's load now and then.
       if (policy.load_sample_due(now.time_since_epoch()))
         policy.set_load(now.time_since_epoch(), world_->load_sampler_.runnable_others());
     }
+    // Blocked: the lanes' busy times for the recorder (at most every 100 ms; a long wait too).
+    if (recorder)
+      recorder->refresh_busy(now, [&](int p, std::size_t lane) {
+        const transport::Transport* pt = world_->by_peer_[static_cast<std::size_t>(p)];
+        return pt ? pt->lane_busy(p, lane) : std::chrono::nanoseconds{};
+      });
     std::string detail;
     if (t.wait_state(wp, kind, &detail) != transport::PeerState::ok) {
       // Data that arrived before the close is still good: look once more.
@@ -296,7 +304,9 @@ void CommunicatorImpl::post(int peer, std::uint32_t step, std::uint32_t piece, c
                             std::size_t bytes, std::uint64_t count_for_peer) {
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
   const int wp = world_rank(peer);
+  mid_stream_wait_ = piece > 0;
   wait(peer, WaitKind::credit, step, [&] { return t.can_send(wp); });
+  mid_stream_wait_ = false;
   send_counted(t, wp, header(step, piece, bytes, count_for_peer), data);
 }
 
@@ -319,10 +329,12 @@ transport::RecvView CommunicatorImpl::take(int peer, std::uint32_t step, std::ui
   transport::Transport& t = *by_peer_[static_cast<std::size_t>(peer)];
   const int wp = world_rank(peer);
   transport::RecvView v;
+  mid_stream_wait_ = piece > 0;
   wait(peer, WaitKind::data, step, [&] {
     v = t.peek(wp);
     return v.header != nullptr;
   });
+  mid_stream_wait_ = false;
   const transport::MsgHeader& h = *v.header;
   CallDesc mine = op_.call;
   mine.count = count_expected;

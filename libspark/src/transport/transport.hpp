@@ -147,6 +147,12 @@ class Transport {
   /// The index (into lane_names) of the lane of the next message to (credit, send_done) or
   /// from (data) `peer`: lane_name's lane. Asked only of peers with several lanes.
   virtual std::size_t lane_index(int /*peer*/, WaitKind /*kind*/) const noexcept { return 0; }
+  /// How long lane `lane` to `peer` had data in flight, in all (tcp: the kernel's busy time);
+  /// zero where the transport cannot tell. A lane's rate is its bytes over its busy time: the
+  /// slow-lane warning compares a peer's lanes by it. A system call: slow path only.
+  virtual std::chrono::nanoseconds lane_busy(int /*peer*/, std::size_t /*lane*/) const {
+    return {};
+  }
   /// What the short lane name cannot hold, for the record's detail (e.g. the relaying host of
   /// a relayed tcp lane); "" when the name says it all.
   virtual std::string lane_detail(int /*peer*/, WaitKind /*kind*/) const { return {}; }

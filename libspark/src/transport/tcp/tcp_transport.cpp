@@ -520,6 +520,11 @@ void TcpTransport::flush(Conn& c) {
   }
 }
 
+std::chrono::nanoseconds TcpTransport::lane_busy(int q, std::size_t lane) const {
+  const auto& lanes = peers_[static_cast<std::size_t>(q)]->lanes;
+  return lane < lanes.size() ? tcp_busy_time(lanes[lane].fd) : std::chrono::nanoseconds{};
+}
+
 void TcpTransport::read_some(Conn& c) {
   // Small frames arrive whole in one recv into the connection's receive buffer and are copied
   // into their slot from there (one system call per message: before, a recv for the header,

@@ -61,6 +61,9 @@ struct TcpFabric {
 /// name "tcp:via r<R>/<LANE>" (rank and this node's lane toward the relay always fit: interface
 /// names have at most 15 characters) and the detail naming the relaying host in full.
 std::string relayed_lane_name(int relay_rank, const std::string& lane);
+/// How long the connection had data in flight (the kernel's TCP_INFO busy time); 0 when the
+/// kernel does not say (tcp_busy.cpp: <linux/tcp.h>, whose struct clashes with <netinet/tcp.h>).
+std::chrono::nanoseconds tcp_busy_time(int fd) noexcept;
 std::string relayed_lane_detail(const std::string& relay_host, int relay_rank);
 
 /// Ranks whose relays a connection from `src` to `dst` passes through, in order (empty when
@@ -120,6 +123,7 @@ class TcpTransport final : public Transport {
   std::string lane_name(int peer, WaitKind kind) const override;
   std::string lane_detail(int peer, WaitKind kind) const override;
   std::vector<std::string> lane_names(int peer) const override;
+  std::chrono::nanoseconds lane_busy(int peer, std::size_t lane) const override;
   std::size_t lane_index(int peer, WaitKind kind) const noexcept override {
     const Peer& p = *peers_[static_cast<std::size_t>(peer)];
     return kind == WaitKind::data ? p.rx_lane : p.tx_lane;

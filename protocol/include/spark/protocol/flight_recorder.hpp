@@ -68,19 +68,23 @@ static_assert(sizeof(Entry) == 64);
 static_assert(std::is_trivially_copyable_v<Entry>);
 
 /// One lane of this rank toward one peer (a transport's connection or queue pair; a peer has
-/// several on a striped tcp or RDMA path): the payload bytes the rank sent over it and how long
-/// its waits blocked on it (for data from the peer or a slot at the peer). Counted by the
+/// several on a striped tcp or RDMA path): the payload bytes the rank sent over it, how long its
+/// waits blocked on it (for data from the peer or a slot at the peer; a piece after a step's
+/// first only) and how long it had data in flight. Counted by the
 /// writer with plain adds (one writer); the row's name and peer are written before
 /// Header::lane_count covers it. Bytes a collective copied straight between processes (shm's
 /// single copy) travel on no lane and are not counted.
 struct LaneRow {
   std::atomic<std::uint64_t> bytes;
-  std::atomic<std::uint64_t> blocked_ns;
+  std::atomic<std::uint64_t> blocked_ns;  ///< the rank's blocked waits on it (data, slots)
+  /// Time it had data in flight (tcp: the kernel's busy time), as of the rank's last blocked
+  /// wait (transport::Transport::lane_busy; 0: the transport cannot tell).
+  std::atomic<std::uint64_t> busy_ns;
   std::int32_t peer;    ///< world rank
   std::uint32_t index;  ///< the lane's index among the peer's lanes
   char name[32];        ///< "shm", "tcp:1", "tcp:eth1", "mlx5_0"
 };
-static_assert(sizeof(LaneRow) == 56);
+static_assert(sizeof(LaneRow) == 64);
 
 /// The segment: Header, `capacity` Entry slots, then per slot the lane text of its last
 /// blocked wait (written only when a wait blocks, under the slot's seqlock), then kMaxLanes

@@ -186,7 +186,9 @@ ShmTransport::ShmTransport(int rank, int size, std::vector<int> node_ranks,
                            ShmOptions options)
     : rank_(rank), node_ranks_(std::move(node_ranks)), opt_(options) {
   region_bytes_ = sizeof(Region) + opt_.slots * slot_stride(opt_.slot_bytes);
-  region_bytes_ = (region_bytes_ + 4095) & ~std::size_t{4095};
+  // Whole pages: a peer maps its one region at its offset (64 KiB pages on some arm64 kernels).
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  region_bytes_ = (region_bytes_ + page - 1) / page * page;
   peers_.resize(static_cast<std::size_t>(size));
   std::random_device rd;
   name_ = protocol::shm_segment::name(job_id, node_id, rank, ::getpid(), rd());
@@ -201,8 +203,11 @@ ShmTransport::ShmTransport(int rank, int size, std::vector<int> node_ranks,
     errno = e;
     fail_errno("ftruncate(" + name_ + ")");
   }
-  // MAP_POPULATE: pay for the pages once, here, not in the first collective.
-  own_.base = ::mmap(nullptr, own_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  // Not MAP_POPULATE: the segment holds a mailbox per local rank (N x ~2 MiB), and touching
+  // all of it made start-up grow with the square of the ranks (16 ranks: 1.6 s of page faults
+  // per rank on a 2-core VM; docs/performance-notes.md). A page is paid when a peer first
+  // writes a message into it: only slots that carry data, and once.
+  own_.base = ::mmap(nullptr, own_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   ::close(fd);
   if (own_.base == MAP_FAILED) {
@@ -278,9 +283,11 @@ void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
   auto p = std::make_unique<Peer>();
   int fd = ::shm_open(ep.segment.c_str(), O_RDWR, 0);
   if (fd < 0) fail_errno("shm_open(" + ep.segment + ") of rank " + std::to_string(peer_rank));
-  p->map.bytes = region_bytes_ * node_ranks_.size();
-  p->map.base =
-      ::mmap(nullptr, p->map.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  // Only the mailbox this rank writes (its region in the peer's segment), and unpopulated:
+  // mapping whole segments cost every rank N x N regions' page tables.
+  p->map.bytes = region_bytes_;
+  p->map.base = ::mmap(nullptr, p->map.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                       static_cast<off_t>(region_bytes_) * index_of(rank_));
   int e = errno;
   ::close(fd);
   if (p->map.base == MAP_FAILED) {
@@ -289,7 +296,7 @@ void ShmTransport::attach(int peer_rank, const std::string& endpoint) {
     fail_errno("mmap(" + ep.segment + ")");
   }
   p->rx = region(own_.base, index_of(peer_rank));
-  p->tx = region(p->map.base, index_of(rank_));
+  p->tx = region(p->map.base, 0);
   // Both ends read the same two flags, so they agree on which side fences.
   p->light = membarrier_ && p->tx->ctl.owner_membarrier.load(std::memory_order_relaxed) != 0;
   // A dead peer is noticed through a pidfd (readable once the process has exited), but only

@@ -26,7 +26,7 @@
 
 namespace spark::protocol::flight {
 
-inline constexpr char kMagic[8] = {'S', 'P', 'K', 'F', 'L', 'T', '0', '3'};
+inline constexpr char kMagic[8] = {'S', 'P', 'K', 'F', 'L', 'T', '0', '4'};
 inline constexpr std::uint32_t kMaxComms = 16;  ///< names kept; later communicators share the last
 
 /// An entry's state, as the reader derives it (the writer stores only `failed`).

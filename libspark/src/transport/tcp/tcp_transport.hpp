@@ -162,9 +162,9 @@ class TcpTransport final : public Transport {
     std::unique_ptr<std::byte[]> rx_buf;  ///< bytes read but not yet parsed: [rx_pos, rx_end)
     std::size_t rx_pos = 0, rx_end = 0;
     bool rx_drained = false;  ///< the last recv was short: the socket had no more for now
-    /// The last frame was a whole piece: the next is likely one too, so one scatter read takes
-    /// its header into the buffer and its payload straight into the slot (not a buffer's
-    /// worth of both, then a copy of the payload part, then a second read).
+    /// The last frame was a whole piece: when a read ends inside the next header, only the
+    /// header's rest is read (its large payload then goes straight into the slot), not a
+    /// buffer's worth of both and a copy of the payload part.
     bool rx_whole_piece = false;
     /// Bytes a scatter read (header to the buffer, payload to the next slot) put past the
     /// header, not yet accounted: the frame's payload, and maybe the next frames' bytes.

@@ -5,15 +5,18 @@
 # plus `-n 3 /bin/true` under sparkrun and Hydra beside the fork+exec floor (bench/spawn_floor.c:
 # N copies forked at once). The commands of one size run in turn, in a rotating order, -r times;
 # medians, and sparkrun's ratio to Hydra run by run (its spread). A peer that runs past
-# --timeout is killed and skipped from that size on, which the output says. Never pass/fail.
+# --timeout is stopped (SIGTERM, then SIGKILL after 15 s) and skipped from that size on, which
+# the output says. Never pass/fail.
 #   bench/scaling.sh [-B build-dir] [-r repeats] [--ranks 2,4,8,16,32,64] [--timeout S]
-#                    [--json FILE] [--variant quiet|loaded]
+#                    [--json FILE] [--variant quiet|loaded] [--before-lib DIR]
 # Targets (issue 43, each against Hydra + MPICH in the same run): hello at 4 ranks <= 0.3x,
 # at 32 and 64 ranks <= 1.0x; `-n 3 /bin/true` <= 0.75x. The other sizes are curve points.
 # --json FILE: the rows as one result set (bench/README.md), e.g. bench/results/scaling-quiet.json.
+# --before-lib DIR: also run the hello with the libspark.so.0 in DIR (LD_LIBRARY_PATH, e.g. one
+# built from an older commit): a "before" column in the same run, and curve rows for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${SPARK_BUILD_DIR:-build} repeats=5 ranks=2,4,8,16,32,64 timeout=60 json= variant=quiet
+build=${SPARK_BUILD_DIR:-build} repeats=5 ranks=2,4,8,16,32,64 timeout=60 json= variant=quiet before=
 cmdline="bench/scaling.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -23,6 +26,7 @@ while [ $# -gt 0 ]; do
     --timeout) timeout=$2; shift 2 ;;
     --json) json=$(cd "$OLDPWD" && realpath -m "$2"); shift 2 ;;
     --variant) variant=$2; shift 2 ;;
+    --before-lib) before=$(realpath "$2"); shift 2 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     *) echo "scaling.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -47,7 +51,8 @@ else
 fi
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
-SPARKRUN=$sparkrun HELLO=$hello TMPD=$tmp PEERS="${peers[*]}" LOAD_START=$load_start \
+[ -z "$before" ] || [ -f "$before/libspark.so.0" ] || { echo "scaling.sh: no libspark.so.0 in $before" >&2; exit 1; }
+SPARKRUN=$sparkrun HELLO=$hello TMPD=$tmp PEERS="${peers[*]}" LOAD_START=$load_start BEFORE=$before \
   python3 - "$repeats" "$ranks" "$timeout" "$json" "$variant" "$cmdline" <<'PY'
 import os, signal, statistics, subprocess, sys, time
 sys.dont_write_bytecode = True
@@ -59,12 +64,15 @@ out, variant, cmdline = sys.argv[4], sys.argv[5], sys.argv[6]
 tmp, peers = os.environ["TMPD"], os.environ["PEERS"].split()
 ompi_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 NAMES = {"sparkrun": "sparkrun", "hydra": "Hydra + MPICH 4.0", "ompi": "mpirun + Open MPI 4.1",
-         "floor": "fork+exec floor"}
+         "floor": "fork+exec floor", "before": "sparkrun, libspark before"}
+before_env = dict(os.environ, LD_LIBRARY_PATH=os.environ["BEFORE"]) if os.environ["BEFORE"] else None
 
 def command(who, n, program):
     """argv and environment of one run; program is 'hello' or '/bin/true'."""
     if who == "sparkrun":
         return [os.environ["SPARKRUN"], "-n", str(n), os.environ["HELLO"] if program == "hello" else program], None
+    if who == "before":
+        return [os.environ["SPARKRUN"], "-x", "LD_LIBRARY_PATH", "-n", str(n), os.environ["HELLO"]], before_env
     if who == "hydra":
         return ["mpiexec.hydra", "-n", str(n), f"{tmp}/hello_mpich" if program == "hello" else program], None
     if who == "ompi":
@@ -80,8 +88,13 @@ def run(argv, env):
     try:
         _, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
+        # SIGTERM first: sparkrun then stops its ranks and removes the job's segments itself.
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
         return None
     ms = (time.perf_counter() - t0) * 1000
     if p.returncode != 0:
@@ -114,7 +127,9 @@ def spread(a, b):
 
 rs = results.ResultSet("scaling", variant, cmdline, load=None) if out else None
 skipped = {}
-print(f"{'what':28s} {'sparkrun':>10s} {'Hydra':>10s} {'Open MPI':>10s} {'floor':>8s} {'vs Hydra':>9s} {'runs':>11s}  target")
+before_cols = ["before"] if before_env else []
+print(f"{'what':28s} {'sparkrun':>10s} {'Hydra':>10s} {'Open MPI':>10s} {'floor':>8s} {'vs Hydra':>9s} {'runs':>11s}  target"
+      + ("   (before: ms, vs Hydra)" if before_env else ""))
 targets = {4: 0.3, 32: 1.0, 64: 1.0}
 def line(what, t, target):
     med = {w: statistics.median(v) for w, v in t.items() if v}
@@ -123,7 +138,10 @@ def line(what, t, target):
     sp = spread(t["sparkrun"], t["hydra"]) if "hydra" in med else ""
     verdict = "" if target is None or ratio is None else f"<= {target}: " + ("met" if ratio <= target else "NOT met")
     rtext = f"{ratio:9.2f}" if ratio else "-".rjust(9)
-    print(f"{what:28s} {cell('sparkrun')} {cell('hydra')} {cell('ompi')} {cell('floor', 8)} {rtext} {sp:>11s}  {verdict}",
+    extra = ""
+    if "before" in med:
+        extra = f"   (before: {med['before']:.1f} ms" + (f", {med['before'] / med['hydra']:.2f}x)" if "hydra" in med else ")")
+    print(f"{what:28s} {cell('sparkrun')} {cell('hydra')} {cell('ompi')} {cell('floor', 8)} {rtext} {sp:>11s}  {verdict}{extra}",
           flush=True)
     return med, sp
 
@@ -136,7 +154,7 @@ if rs:
     rs.row("-n 3 /bin/true vs the fork+exec floor", "ms", round(med["sparkrun"], 2), None, NAMES["floor"],
            round(med["floor"], 2))
 for n in sizes:
-    t = curve("hello", n, ["sparkrun"] + peers, skipped)
+    t = curve("hello", n, ["sparkrun"] + before_cols + peers, skipped)
     med, sp = line(f"hello, {n} ranks", t, targets.get(n))
     if not rs:
         continue
@@ -144,6 +162,9 @@ for n in sizes:
         target = targets.get(n)
         rs.row(f"hello with wire-up, {n} ranks vs Hydra", "ms", round(med["sparkrun"], 1),
                "<=" if target else None, NAMES["hydra"], round(med["hydra"], 1), ratio=target, spread=sp)
+    if "before" in med and "hydra" in med:
+        rs.row(f"hello with wire-up, {n} ranks, libspark before, vs Hydra", "ms", round(med["before"], 1), None,
+               NAMES["hydra"], round(med["hydra"], 1))
     if "ompi" in med:
         rs.row(f"hello with wire-up, {n} ranks vs Open MPI", "ms", round(med["sparkrun"], 1), None,
                NAMES["ompi"], round(med["ompi"], 1))
@@ -154,6 +175,7 @@ if rs:
     rs.data["load"] = f"{os.environ['LOAD_START']} -> {' '.join(open('/proc/loadavg').read().split()[:3])}"
     rs.data["note"] = (f"whole-job wall time, median of {repeats} runs in turn (rotating order) after one "
                        "dropped round; 'runs': the spread of sparkrun / Hydra run by run; rows without "
-                       "a target are points of the curve")
+                       "a target are points of the curve"
+                       + (f"; 'libspark before': {os.environ['BEFORE']}/libspark.so.0" if before_env else ""))
     rs.write(out)
 PY

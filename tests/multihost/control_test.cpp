@@ -202,6 +202,11 @@ TEST(ControlMessages, SmallMessagesKeepTheirBytes) {
   EXPECT_EQ(encode(Done{3}), "\0\0\0\x03"s);
   EXPECT_EQ(encode(Abort{true, "r"}), "\x01\0\0\0\x01r"s);
   EXPECT_EQ(encode(Abort{false, ""}), "\0\0\0\0\0"s);
+  EXPECT_EQ(encode(StatusAsk{2, "status"}), "\0\0\0\0\0\0\0\x02\0\0\0\x06status"s);
+  EXPECT_EQ(encode(StatusReply{2, "{}"}), "\0\0\0\0\0\0\0\x02\0\0\0\x02{}"s);
+  EXPECT_EQ(decode_status_ask("\0\0\0\0\0\0\0\x05\0\0\0\x01s"s).id, 5u);
+  EXPECT_EQ(decode_status_reply("\0\0\0\0\0\0\0\x05\0\0\0\x02{}"s).json, "{}");
+  EXPECT_THROW((void)decode_status_ask("\0\0\0\0\0\0\0\x05\0\0\0\x02s"s), ProtocolError);
 
   const Hello h = decode_hello("\x01\x02\x03\x04"s + n + k);
   EXPECT_EQ(h.node, 0x01020304u);

@@ -2,7 +2,9 @@
 # sparkrun status and the failure report of a job across 3 "hosts" (network namespaces, run
 # inside tests/multihost/netns_fixture.sh, which exports MH_*):
 #   netns_status.sh SPARKRUN OBSERVE_RANK
-# 3 ranks, one per host, over tcp; rank 1 (host b) stops itself after 80 allreduces. Before the
+# First a 3-rank stream job: `sparkrun status` on the launch host answers from the launcher
+# with every host's rows (gathered over the control plane), counters and lanes moving.
+# Then 3 ranks, one per host, over tcp; rank 1 (host b) stops itself after 80 allreduces. Before the
 # others' timeout `sparkrun status` (from the root namespace: the daemons' sockets are on the
 # shared /dev/shm) shows all 3 ranks of the job, rank 1 stopped and ranks 0 and 2 waiting on it
 # over tcp. After it: the report folder holds every host's
@@ -19,6 +21,39 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- job output"; cat "$work/o" 2>/dev/null; exit 1; }
 cd "$work" || exit 1
+
+# A streaming job: `sparkrun status` on the launch host answers from the launcher, with every
+# host's rows gathered over the control plane ("gathered"), counters moving between two looks.
+SPARK_TRANSPORT=tcp "$sparkrun" --launch-agent "$MH_AGENT" --control-net "$MH_NET" -n 3 \
+  --host "$MH_HOSTS" "$rank" stream 6 >"$work/o" 2>&1 &
+job=$!
+for _ in $(seq 300); do grep -q READY "$work/o" && break; sleep 0.1; done
+grep -q READY "$work/o" || fail "the stream job never printed READY"
+launcher_job=$("$sparkrun" status --list --json | python3 -c '
+import json, sys
+for j in json.load(sys.stdin):
+    if j["launcher_pid"] == int(sys.argv[1]):
+        print(j["job"]); break' "$job")
+[ -n "$launcher_job" ] || fail "sparkrun status --list does not show the launcher (pid $job)"
+"$sparkrun" status "$launcher_job" --json >"$work/g1.json" || fail "status (gathered) failed"
+sleep 0.5
+"$sparkrun" status "$launcher_job" --json >"$work/g2.json" || fail "status (gathered) failed"
+"$sparkrun" status "$launcher_job" || fail "sparkrun status $launcher_job failed"
+python3 - "$work/g1.json" "$work/g2.json" "$MH_NS1" "$MH_NS2" "$MH_NS3" <<'PY' || fail "gathered status"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert b.get("gathered") is True, f"not the launcher's gathered answer: {b}"
+assert not b.get("missing_hosts"), f"hosts missing: {b['missing_hosts']}"
+ra, rb = ({r["rank"]: r for r in s["ranks"]} for s in (a, b))
+assert sorted(rb) == [0, 1, 2], f"ranks {sorted(rb)}"
+for r in range(3):
+    assert rb[r]["host"] == sys.argv[3 + r], f"rank {r} on {rb[r]['host']}"
+    assert rb[r]["ops_completed"] > ra[r]["ops_completed"], f"rank {r}'s counters did not move"
+    assert any(l["bytes_sent"] > 0 for l in rb[r]["lanes"]), f"rank {r}'s lanes: {rb[r]['lanes']}"
+PY
+wait "$job" || fail "the stream job failed"
+job=
+
 # The daemons put their parts in SPARK_REPORT_DIR (scripts/test sets one): here, this folder.
 SPARK_REPORT_DIR=$work SPARK_TRANSPORT=tcp SPARKNET_ROCE_TIMEOUT_MS=6000 "$sparkrun" --launch-agent "$MH_AGENT" \
   --control-net "$MH_NET" -n 3 --host "$MH_HOSTS" "$rank" stop 1 80 >"$work/o" 2>&1 &

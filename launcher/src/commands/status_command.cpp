@@ -27,8 +27,10 @@ constexpr const char* kStatusUsage =
 Shows a running job of yours on this machine, one row per rank: host, pid, state (running,
 waiting, stopped, exited), the operation it is in (communicator, seq, bytes) and for how long,
 the peer and lane it waits on, operations completed and its rate since the previous look;
-under each rank its lanes to its peers: bytes sent, rate and share of the time its waits
-blocked on the lane.
+under each rank its lanes to its peers: bytes sent, rate, the share of the time the lane was
+busy and the share its waits blocked on it. On the launch host of a multi-host job: every
+host's ranks (gathered from the node daemons over the control plane); on another host of it:
+that host's ranks.
 Read from the ranks' flight recorders (SPARK_FLIGHT_RECORDER) through sparkrun's socket in
 the job's directory; only the job's user can ask.
 
@@ -36,8 +38,9 @@ the job's directory; only the job's user can ask.
   --list           the running jobs (job id, sparkrun's pid, ranks)
   --json           the answer as JSON, for scripts
   --watch [SECONDS]  ask again every SECONDS (default 1) until interrupted or the job ends
-  --stacks         collect every rank's thread stacks (eu-stack or gdb; Python frames for
-                   ranks that imported libspark) into the job's report folder; prints the file
+  --stacks         collect the thread stacks of this machine's ranks (eu-stack or gdb;
+                   Python frames for ranks that imported libspark) into the job's report
+                   folder; prints the file
 
 Docs: docs/observability.md
 )";
@@ -76,6 +79,10 @@ std::string fmt_rate(const json& row) {
 void print_table(const json& s) {
   std::printf("job %s (sparkrun pid %d, %d ranks)\n", s.value("job", "?").c_str(),
               s.value("launcher_pid", 0), s.value("size", 0));
+  if (s.contains("missing_hosts"))
+    for (const auto& m : s["missing_hosts"])
+      std::printf("host %s: no rows (%s)\n", m.value("host", "?").c_str(),
+                  m.value("why", "").c_str());
   std::printf("%-5s %-12s %-8s %-8s %-10s %-12s %-6s %-10s %-8s %-22s %-10s %s\n", "RANK", "HOST",
               "PID", "STATE", "COMM", "OP", "SEQ", "BYTES", "IN_OP_S", "WAITS_ON", "DONE", "RATE");
   for (const auto& row : s["ranks"]) {
@@ -175,8 +182,11 @@ int status_main(int argc, char** argv) {
       return 1;
     }
     // Several node runners of one job may run here (the node daemons of a job whose "hosts"
-    // are containers or network namespaces of this machine): their rows together.
+    // are containers or network namespaces of this machine): their rows together. The
+    // launcher of a multi-host job answers with every host's rows ("gathered"): that answer
+    // alone, for the status; the local runners for --stacks.
     std::vector<std::string> dirs;
+    const Found* gathered = nullptr;
     for (const Found* f : chosen) {
       if (f->hello.value("job", "") != chosen.front()->hello.value("job", "")) {
         std::fprintf(stderr,
@@ -184,7 +194,17 @@ int status_main(int argc, char** argv) {
                      chosen.size());
         return 2;
       }
-      dirs.push_back(f->job.dir);
+      if (f->hello.value("gathered", false))
+        gathered = f;
+      else
+        dirs.push_back(f->job.dir);
+    }
+    if (gathered && !stacks) dirs = {gathered->job.dir};
+    if (dirs.empty()) {
+      std::fprintf(stderr,
+                   "sparkrun status: --stacks: no node of this job runs on this machine; run "
+                   "sparkrun status --stacks on the hosts of its ranks\n");
+      return 1;
     }
     if (stacks) {
       json all = json::array();
@@ -211,7 +231,9 @@ int status_main(int argc, char** argv) {
       });
       return first;
     };
-    json s = merged(chosen.front()->hello);
+    const auto first = std::find_if(chosen.begin(), chosen.end(),
+                                    [&](const Found* f) { return f->job.dir == dirs.front(); });
+    json s = merged((*first)->hello);
     for (;;) {
       if (as_json) {
         std::printf("%s\n", s.dump(watch->count() > 0 ? -1 : 1).c_str());

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -24,6 +25,7 @@
 #include "options.hpp"
 #include "remote_address.hpp"
 #include "spawn.hpp"
+#include "status_socket.hpp"
 #include "stderr_output.hpp"
 #include "usage_error.hpp"
 
@@ -130,6 +132,9 @@ class Link {
           case ctl::MsgType::kAbort:
             stop(ctl::decode_abort(f->payload).now);
             break;
+          case ctl::MsgType::kStatusAsk:
+            answer_status(ctl::decode_status_ask(f->payload));
+            break;
           case ctl::MsgType::kFenceDown: {
             ctl::Fence fe = ctl::decode_fence(f->payload);
             std::function<void(std::string)> complete;
@@ -152,6 +157,22 @@ class Link {
         return lost(std::string("bad message from the launcher: ") + e.what());
       }
     }
+  }
+
+  // `sparkrun status` on the launch host: this node runner's own answer, through its status
+  // socket (the one wire rule for it), on this thread: at most 2 s without heartbeats, well
+  // inside the link timeout.
+  void answer_status(const ctl::StatusAsk& ask) {
+    std::string json;
+    try {
+      if (ask.what != "status") throw std::runtime_error("only status is gathered");
+      for (const auto& job : local_jobs())
+        if (job.pid == ::getpid()) json = ask_job(job.dir, ask.what, std::chrono::seconds(2));
+      if (json.empty()) throw std::runtime_error("its ranks are not running (yet)");
+    } catch (const std::exception& e) {
+      json = nlohmann::json{{"host", host_}, {"error", e.what()}}.dump();
+    }
+    send(ctl::MsgType::kStatusReply, ctl::encode(ctl::StatusReply{ask.id, std::move(json)}));
   }
 
   bool was_lost() {

@@ -8,21 +8,25 @@
 
 #include <utility>  // before Asio (Boost 1.74 + g++ 12)
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "control/messages.hpp"
 #include "control/server.hpp"
 #include "exit_rules.hpp"
+#include "job_dir.hpp"
 #include "log/log.hpp"
 #include "rank_env.hpp"
 #include "remote_address.hpp"
 #include "remote_agent.hpp"
 #include "spawn.hpp"
+#include "status_socket.hpp"
 #include "stderr_output.hpp"
 
 extern char** environ;
@@ -38,6 +42,7 @@ using namespace std::chrono_literals;
 constexpr auto kConnectTimeout = 60s;  // agent start + daemon connect (ssh can be slow)
 constexpr auto kHeartbeat = 1000ms;
 constexpr auto kLinkTimeout = 10000ms;
+constexpr auto kStatusGather = 4000ms;  // the daemons' answers to a status request
 
 std::string self_exe() {
   char buf[4096];
@@ -116,6 +121,12 @@ class Coordinator {
   void fail(int code, const std::string& line, bool print);
   void begin_abort(bool now);
   void check_finished();
+  // `sparkrun status` on the launch host: every node daemon's rows, gathered over the control
+  // plane (kStatusAsk / kStatusReply) and answered on this launcher's own status socket.
+  void start_status_socket();
+  void wait_status_request();
+  void on_status_request();
+  void answer_status(std::uint64_t id);
 
   const MultiHostSpec& spec_;
   std::vector<EnvVar> exports_;  // spec_.exports plus torchrun's MASTER_ADDR/MASTER_PORT
@@ -133,7 +144,101 @@ class Coordinator {
   std::size_t authenticated_ = 0;
   std::map<std::uint64_t, std::vector<std::optional<std::string>>> fences_;
   ExitTracker tracker_;  // for the wording of timeout / interrupt lines
+  std::unique_ptr<JobDir> job_dir_;
+  std::unique_ptr<StatusSocket> status_;
+  std::unique_ptr<asio::posix::stream_descriptor> status_wait_;  // a dup of status_'s fd
+  struct StatusGather {
+    StatusSocket::Request req;
+    std::map<std::uint32_t, std::string> replies;  // node -> its runner's JSON
+    std::size_t asked = 0;
+    std::unique_ptr<asio::steady_timer> timer;
+  };
+  std::map<std::uint64_t, StatusGather> status_gathers_;
+  std::uint64_t next_status_id_ = 0;
 };
+
+void Coordinator::start_status_socket() {
+  try {
+    job_dir_ = std::make_unique<JobDir>();
+    status_ = std::make_unique<StatusSocket>(job_dir_->path());
+    status_wait_ = std::make_unique<asio::posix::stream_descriptor>(io_, ::dup(status_->fd()));
+  } catch (const std::exception& e) {  // the job runs anyway, without `sparkrun status` here
+    log::write(log::Level::warn, "launch", std::string("no status socket: ") + e.what());
+    status_.reset();
+    return;
+  }
+  wait_status_request();
+}
+
+void Coordinator::wait_status_request() {
+  status_wait_->async_wait(asio::posix::stream_descriptor::wait_read,
+                           [this](const boost::system::error_code& ec) {
+                             if (ec) return;
+                             on_status_request();
+                             wait_status_request();
+                           });
+}
+
+void Coordinator::on_status_request() {
+  auto req = status_->accept_request();
+  if (!req) return;
+  if (req->what != "status") {
+    StatusSocket::reply(*req, nlohmann::json{{"error",
+                                              "the launcher gathers status only: run sparkrun "
+                                              "status --" +
+                                                  req->what + " on each host"}}
+                                      .dump() +
+                                  "\n");
+    return;
+  }
+  const std::uint64_t id = ++next_status_id_;
+  StatusGather& g = status_gathers_[id];
+  g.req = std::move(*req);
+  const std::string payload = ctl::encode(ctl::StatusAsk{id, "status"});
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].authenticated && !nodes_[i].done && !nodes_[i].lost &&
+        server_->send(i, ctl::MsgType::kStatusAsk, payload))
+      ++g.asked;
+  g.timer = std::make_unique<asio::steady_timer>(io_, kStatusGather);
+  g.timer->async_wait([this, id](const boost::system::error_code& ec) {
+    if (!ec) answer_status(id);
+  });
+  if (g.asked == 0) answer_status(id);
+}
+
+void Coordinator::answer_status(std::uint64_t id) {
+  auto it = status_gathers_.find(id);
+  if (it == status_gathers_.end()) return;
+  StatusGather& g = it->second;
+  nlohmann::json j = nlohmann::json::object();
+  j["job"] = spec_.job_id;
+  j["launcher_pid"] = ::getpid();
+  j["size"] = spec_.plan.size;
+  j["gathered"] = true;  // every host's rows (status_command prefers this answer)
+  j["ranks"] = nlohmann::json::array();
+  j["missing_hosts"] = nlohmann::json::array();
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    const auto r = g.replies.find(i);
+    std::string why = "no answer within " + std::to_string(kStatusGather.count()) + " ms";
+    if (nodes_[i].done) why = "its ranks ended";
+    if (nodes_[i].lost) why = "its node daemon is lost";
+    if (r != g.replies.end()) {
+      const nlohmann::json part = nlohmann::json::parse(r->second, nullptr, false);
+      if (part.is_object() && part.contains("ranks")) {
+        for (const auto& row : part["ranks"]) j["ranks"].push_back(row);
+        continue;
+      }
+      why = part.is_object() ? part.value("error", "a bad answer") : "a bad answer";
+    }
+    j["missing_hosts"].push_back({{"host", nodes_[i].host}, {"why", why}});
+  }
+  std::sort(j["ranks"].begin(), j["ranks"].end(),
+            [](const nlohmann::json& a, const nlohmann::json& b) {
+              return a.value("rank", 0) < b.value("rank", 0);
+            });
+  StatusSocket::reply(g.req, j.dump() + "\n");
+  status_gathers_.erase(it);
+}
 
 void Coordinator::fail(int code, const std::string& line, bool print) {
   if (print) say(line);
@@ -361,6 +466,14 @@ void Coordinator::on_message(std::uint32_t i, const ctl::Frame& f) {
     case ctl::MsgType::kStarted:
       trace("host " + n.host + ": starting its ranks");
       return;
+    case ctl::MsgType::kStatusReply: {
+      ctl::StatusReply r = ctl::decode_status_reply(f.payload);
+      auto it = status_gathers_.find(r.id);
+      if (it == status_gathers_.end()) return;  // answered already (the gather timed out)
+      it->second.replies[i] = std::move(r.json);
+      if (it->second.replies.size() >= it->second.asked) answer_status(r.id);
+      return;
+    }
     case ctl::MsgType::kFenceUp: {
       ctl::Fence fe = ctl::decode_fence(f.payload);
       auto& slot = fences_[fe.seq];
@@ -468,6 +581,7 @@ int Coordinator::run() {
       static_cast<std::uint32_t>(spec_.plan.nodes.size()), cb, st);
   const auto port = server_->local_endpoint().port();
   trace("control plane listening on " + addr.listen + ":" + std::to_string(port));
+  start_status_socket();
 
   // Signals arrive through a signalfd (main() blocked them before any thread existed).
   sigset_t set;
@@ -528,6 +642,7 @@ int Coordinator::run() {
   check_finished();
   io_.run();
   server_->stop();
+  status_wait_.reset();  // before status_ and the job dir
   return code_.value_or(0);
 }
 

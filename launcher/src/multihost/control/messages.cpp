@@ -85,6 +85,17 @@ void layout(Io& io, Message<Abort> auto& m) {
   io.bytes(m.reason, 64 * 1024);
 }
 
+template <class Io>
+void layout(Io& io, Message<StatusAsk> auto& m) {
+  io.u64(m.id);
+  io.bytes(m.what, 64);
+}
+template <class Io>
+void layout(Io& io, Message<StatusReply> auto& m) {
+  io.u64(m.id);
+  io.bytes(m.json, 16u << 20);
+}
+
 template <class M>
 std::string encode_layout(const M& m) {
   Put io;
@@ -124,6 +135,12 @@ std::string encode(const Done& m) {
 std::string encode(const Abort& m) {
   return encode_layout(m);
 }
+std::string encode(const StatusAsk& m) {
+  return encode_layout(m);
+}
+std::string encode(const StatusReply& m) {
+  return encode_layout(m);
+}
 
 Challenge decode_challenge(std::string_view payload) {
   return decode_layout<Challenge>(payload);
@@ -150,6 +167,14 @@ Done decode_done(std::string_view payload) {
   if (m.code < 0 || m.code > 255)
     throw ProtocolError("done with exit code " + std::to_string(m.code));
   return m;
+}
+
+StatusAsk decode_status_ask(std::string_view payload) {
+  return decode_layout<StatusAsk>(payload);
+}
+
+StatusReply decode_status_reply(std::string_view payload) {
+  return decode_layout<StatusReply>(payload);
 }
 
 Abort decode_abort(std::string_view payload) {

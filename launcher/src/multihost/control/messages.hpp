@@ -62,6 +62,16 @@ struct Abort {
   bool now = false;  // SIGKILL at once instead of SIGTERM + grace
   std::string reason;
 };
+/// `sparkrun status` on the launch host: the request ("status") for every daemon's node
+/// runner (status_socket.hpp), and a daemon's answer, its runner's JSON as is.
+struct StatusAsk {
+  std::uint64_t id = 0;
+  std::string what;
+};
+struct StatusReply {
+  std::uint64_t id = 0;
+  std::string json;
+};
 
 std::string encode(const Challenge& m);
 std::string encode(const Hello& m);
@@ -71,6 +81,8 @@ std::string encode(const Fence& m);
 std::string encode(const Failed& m);
 std::string encode(const Done& m);
 std::string encode(const Abort& m);
+std::string encode(const StatusAsk& m);
+std::string encode(const StatusReply& m);
 
 Challenge decode_challenge(std::string_view payload);
 Hello decode_hello(std::string_view payload);
@@ -80,5 +92,7 @@ Fence decode_fence(std::string_view payload);
 Failed decode_failed(std::string_view payload);
 Done decode_done(std::string_view payload);
 Abort decode_abort(std::string_view payload);
+StatusAsk decode_status_ask(std::string_view payload);
+StatusReply decode_status_reply(std::string_view payload);
 
 }  // namespace spark::launch::control

@@ -16,7 +16,7 @@ std::uint64_t get_be(std::string_view in, int bytes) {
 
 bool known_type(std::uint8_t t) {
   return t >= static_cast<std::uint8_t>(MsgType::kChallenge) &&
-         t <= static_cast<std::uint8_t>(MsgType::kStarted);
+         t <= static_cast<std::uint8_t>(MsgType::kStatusReply);
 }
 
 }  // namespace
@@ -45,6 +45,10 @@ std::string type_name(std::uint8_t type) {
       return "heartbeat";
     case MsgType::kStarted:
       return "started";
+    case MsgType::kStatusAsk:
+      return "status-ask";
+    case MsgType::kStatusReply:
+      return "status-reply";
   }
   return "type " + std::to_string(type);
 }

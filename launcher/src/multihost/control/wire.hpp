@@ -16,7 +16,7 @@
 namespace spark::launch::control {
 
 inline constexpr std::uint32_t kMagic = 0x53504b52;  // "SPKR"
-inline constexpr std::uint8_t kVersion = 2;          // 2: the plan carries the working directory
+inline constexpr std::uint8_t kVersion = 3;  // 2: the plan carries the working directory; 3: status
 inline constexpr std::size_t kHeaderSize = 12;
 /// Before a peer has proven it knows the job's secret it may send only small frames, so a
 /// stranger cannot make the launcher allocate much.
@@ -25,17 +25,19 @@ inline constexpr std::uint32_t kMaxUnauthenticatedPayload = 1024;
 inline constexpr std::uint32_t kMaxPayload = 64u << 20;
 
 enum class MsgType : std::uint8_t {
-  kChallenge = 1,   // launcher -> daemon: launcher nonce
-  kHello = 2,       // daemon -> launcher: node, daemon nonce, daemon MAC
-  kWelcome = 3,     // launcher -> daemon: launcher MAC (the daemon checks the launcher)
-  kPlan = 4,        // launcher -> daemon: what to run
-  kFenceUp = 5,     // daemon -> launcher: this node's fence contribution
-  kFenceDown = 6,   // launcher -> daemon: every node's contributions
-  kFailed = 7,      // daemon -> launcher: the node's first failure (exit code, line)
-  kDone = 8,        // daemon -> launcher: every local rank ended (exit code)
-  kAbort = 9,       // launcher -> daemon: stop every rank
-  kHeartbeat = 10,  // both ways, once a second
-  kStarted = 11,    // daemon -> launcher: the node's ranks were started
+  kChallenge = 1,     // launcher -> daemon: launcher nonce
+  kHello = 2,         // daemon -> launcher: node, daemon nonce, daemon MAC
+  kWelcome = 3,       // launcher -> daemon: launcher MAC (the daemon checks the launcher)
+  kPlan = 4,          // launcher -> daemon: what to run
+  kFenceUp = 5,       // daemon -> launcher: this node's fence contribution
+  kFenceDown = 6,     // launcher -> daemon: every node's contributions
+  kFailed = 7,        // daemon -> launcher: the node's first failure (exit code, line)
+  kDone = 8,          // daemon -> launcher: every local rank ended (exit code)
+  kAbort = 9,         // launcher -> daemon: stop every rank
+  kHeartbeat = 10,    // both ways, once a second
+  kStarted = 11,      // daemon -> launcher: the node's ranks were started
+  kStatusAsk = 12,    // launcher -> daemon: `sparkrun status` on the launch host asks (id, what)
+  kStatusReply = 13,  // daemon -> launcher: its node runner's answer (id, JSON)
 };
 
 /// A malformed, unknown, oversized or unexpected message.

@@ -206,6 +206,9 @@ TEST(ControlMessages, SmallMessagesKeepTheirBytes) {
   EXPECT_EQ(encode(StatusReply{2, "{}"}), "\0\0\0\0\0\0\0\x02\0\0\0\x02{}"s);
   EXPECT_EQ(decode_status_ask("\0\0\0\0\0\0\0\x05\0\0\0\x01s"s).id, 5u);
   EXPECT_EQ(decode_status_reply("\0\0\0\0\0\0\0\x05\0\0\0\x02{}"s).json, "{}");
+  EXPECT_EQ(decode_report_file(encode(ReportFile{"flight.a.json", "{}"})).content, "{}");
+  EXPECT_THROW((void)decode_report_file(encode(ReportFile{"../x", "{}"})), ProtocolError);
+  EXPECT_THROW((void)decode_report_file(encode(ReportFile{"..", ""})), ProtocolError);
   EXPECT_THROW((void)decode_status_ask("\0\0\0\0\0\0\0\x05\0\0\0\x02s"s), ProtocolError);
 
   const Hello h = decode_hello("\x01\x02\x03\x04"s + n + k);

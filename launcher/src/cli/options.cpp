@@ -111,7 +111,8 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
                      "Where a failed job's report goes: every rank's flight recorder "
                      "(flight.json) and, after a timeout, their stacks (stacks.txt) (default: "
                      "report.JOBID in $SPARK_REPORT_DIR or this directory; written only when "
-                     "there is something to report)")
+                     "there is something to report; across hosts every host's part is "
+                     "gathered here)")
           ->type_name("DIR"));
   add(app.add_option("--metrics-port", o_.metrics_port,
                      "Serve the ranks' counters as OpenMetrics text (Prometheus) on http://"

@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -226,6 +228,25 @@ std::vector<std::string> current_environment() {
   return env;
 }
 
+// This host's part of a failed job's report (the node runner wrote it), for the launch
+// host's report folder: sent before done, so the launcher has it when it exits.
+void send_report_part(Link& link, const NodeRunSpec& spec, const std::string& host) {
+  std::string dir = spec.report_dir;
+  if (dir.empty()) {  // the node runner's default (node_runner.hpp)
+    const char* parent = std::getenv("SPARK_REPORT_DIR");
+    std::error_code ec;
+    dir = (parent && *parent ? std::string(parent) : std::filesystem::current_path(ec).string()) +
+          "/report." + spec.job_id;
+  }
+  for (const std::string name : {"flight." + host + ".json", "stacks." + host + ".txt"}) {
+    std::ifstream in(dir + "/" + name, std::ios::binary);
+    if (!in) continue;
+    std::ostringstream text;
+    text << in.rdbuf();
+    link.send(ctl::MsgType::kReportFile, ctl::encode(ctl::ReportFile{name, text.str()}));
+  }
+}
+
 }  // namespace
 
 int daemon_main(int argc, char** argv) {
@@ -346,6 +367,7 @@ int daemon_main(int argc, char** argv) {
     }
   }
   if (link.was_lost() && code == 0) code = 1;  // our ranks were killed, not finished
+  send_report_part(link, spec, node.host);     // when its runner wrote one
   link.finish();
   link.send(ctl::MsgType::kDone, ctl::encode(ctl::Done{code}));
   client->shutdown();

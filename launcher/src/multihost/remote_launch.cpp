@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -155,7 +157,42 @@ class Coordinator {
   };
   std::map<std::uint64_t, StatusGather> status_gathers_;
   std::uint64_t next_status_id_ = 0;
+  // A failed job's report: the hosts' parts (kReportFile) written on this host.
+  void write_report_file(const Node& n, const ctl::ReportFile& f);
+  std::string report_dir() const;
+  std::vector<std::string> report_files_;
 };
+
+std::string Coordinator::report_dir() const {
+  if (!spec_.report_dir.empty()) return spec_.report_dir;
+  std::error_code ec;
+  const char* parent = std::getenv("SPARK_REPORT_DIR");
+  const std::filesystem::path base =
+      parent && *parent ? std::filesystem::absolute(parent, ec) : std::filesystem::current_path(ec);
+  return (base / ("report." + spec_.job_id)).string();
+}
+
+void Coordinator::write_report_file(const Node& n, const ctl::ReportFile& f) {
+  const std::string dir = report_dir();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  // Whole or not at all: the host may share this folder (NFS, one machine) and be writing
+  // the same file; a reader never sees half of it.
+  const std::string tmp = dir + "/." + f.name + "." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << f.content;
+    if (!out.good()) ec = std::make_error_code(std::errc::io_error);
+  }
+  if (!ec) std::filesystem::rename(tmp, dir + "/" + f.name, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    say("host " + n.host + ": cannot write its report part " + f.name + " into " + dir +
+        " (--report-dir)");
+    return;
+  }
+  report_files_.push_back(f.name);
+}
 
 void Coordinator::start_status_socket() {
   try {
@@ -466,6 +503,9 @@ void Coordinator::on_message(std::uint32_t i, const ctl::Frame& f) {
     case ctl::MsgType::kStarted:
       trace("host " + n.host + ": starting its ranks");
       return;
+    case ctl::MsgType::kReportFile:
+      write_report_file(n, ctl::decode_report_file(f.payload));
+      return;
     case ctl::MsgType::kStatusReply: {
       ctl::StatusReply r = ctl::decode_status_reply(f.payload);
       auto it = status_gathers_.find(r.id);
@@ -643,6 +683,11 @@ int Coordinator::run() {
   io_.run();
   server_->stop();
   status_wait_.reset();  // before status_ and the job dir
+  if (!report_files_.empty()) {
+    std::string list;
+    for (const auto& f : report_files_) list += (list.empty() ? "" : ", ") + f;
+    say("report: " + report_dir() + " (every host's part: " + list + ")");
+  }
   return code_.value_or(0);
 }
 

@@ -35,6 +35,9 @@ struct MultiHostSpec {
   std::string map_by;
   bool report_bindings = false;
   bool nccl_env = false;  // --nccl-env (docs/roce.md): each daemon fills its ranks' variables
+  // A failed job's report on the launch host (the hosts' parts, gathered): --report-dir;
+  // empty: report.JOB_ID in $SPARK_REPORT_DIR, else in this process's directory.
+  std::string report_dir;
   // The job's first failure (exit code, its line; the line may be empty), once (--max-restarts).
   std::function<void(int code, const std::string& line)> failed;
 };

@@ -158,6 +158,8 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started,
     m.map_by = o.map_by;
     m.report_bindings = o.report_bindings;
     m.nccl_env = o.nccl_env;
+    if (!o.report_dir.empty())
+      m.report_dir = std::filesystem::absolute(o.report_dir).lexically_normal().string();
     return run_with_restarts(restart_policy(o), [&m](const Attempt& a) {
       MultiHostSpec s = m;  // each attempt is a new job (restart_loop.hpp)
       if (a.count > 0) s.job_id = make_job_id();

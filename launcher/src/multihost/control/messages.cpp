@@ -96,6 +96,12 @@ void layout(Io& io, Message<StatusReply> auto& m) {
   io.bytes(m.json, 16u << 20);
 }
 
+template <class Io>
+void layout(Io& io, Message<ReportFile> auto& m) {
+  io.bytes(m.name, 255);
+  io.bytes(m.content, 32u << 20);
+}
+
 template <class M>
 std::string encode_layout(const M& m) {
   Put io;
@@ -141,6 +147,9 @@ std::string encode(const StatusAsk& m) {
 std::string encode(const StatusReply& m) {
   return encode_layout(m);
 }
+std::string encode(const ReportFile& m) {
+  return encode_layout(m);
+}
 
 Challenge decode_challenge(std::string_view payload) {
   return decode_layout<Challenge>(payload);
@@ -175,6 +184,14 @@ StatusAsk decode_status_ask(std::string_view payload) {
 
 StatusReply decode_status_reply(std::string_view payload) {
   return decode_layout<StatusReply>(payload);
+}
+
+ReportFile decode_report_file(std::string_view payload) {
+  ReportFile m = decode_layout<ReportFile>(payload);
+  if (m.name.empty() || m.name == "." || m.name == ".." ||
+      m.name.find_first_of(std::string("/\0", 2)) != std::string::npos)
+    throw ProtocolError("report file name '" + m.name + "' is not a plain file name");
+  return m;
 }
 
 Abort decode_abort(std::string_view payload) {

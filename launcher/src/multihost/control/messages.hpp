@@ -72,6 +72,13 @@ struct StatusReply {
   std::uint64_t id = 0;
   std::string json;
 };
+/// A file of a daemon's part of a failed job's report (flight.HOST.json, stacks.HOST.txt),
+/// sent before its done: the launcher writes it into the launch host's report folder. The
+/// name is a plain file name (decode checks: no path).
+struct ReportFile {
+  std::string name;
+  std::string content;
+};
 
 std::string encode(const Challenge& m);
 std::string encode(const Hello& m);
@@ -83,6 +90,7 @@ std::string encode(const Done& m);
 std::string encode(const Abort& m);
 std::string encode(const StatusAsk& m);
 std::string encode(const StatusReply& m);
+std::string encode(const ReportFile& m);
 
 Challenge decode_challenge(std::string_view payload);
 Hello decode_hello(std::string_view payload);
@@ -94,5 +102,6 @@ Done decode_done(std::string_view payload);
 Abort decode_abort(std::string_view payload);
 StatusAsk decode_status_ask(std::string_view payload);
 StatusReply decode_status_reply(std::string_view payload);
+ReportFile decode_report_file(std::string_view payload);
 
 }  // namespace spark::launch::control

@@ -16,7 +16,7 @@ std::uint64_t get_be(std::string_view in, int bytes) {
 
 bool known_type(std::uint8_t t) {
   return t >= static_cast<std::uint8_t>(MsgType::kChallenge) &&
-         t <= static_cast<std::uint8_t>(MsgType::kStatusReply);
+         t <= static_cast<std::uint8_t>(MsgType::kReportFile);
 }
 
 }  // namespace
@@ -49,6 +49,8 @@ std::string type_name(std::uint8_t type) {
       return "status-ask";
     case MsgType::kStatusReply:
       return "status-reply";
+    case MsgType::kReportFile:
+      return "report-file";
   }
   return "type " + std::to_string(type);
 }

@@ -16,7 +16,8 @@
 namespace spark::launch::control {
 
 inline constexpr std::uint32_t kMagic = 0x53504b52;  // "SPKR"
-inline constexpr std::uint8_t kVersion = 3;  // 2: the plan carries the working directory; 3: status
+inline constexpr std::uint8_t kVersion =
+    3;  // 2: the plan carries the working directory; 3: status, report files
 inline constexpr std::size_t kHeaderSize = 12;
 /// Before a peer has proven it knows the job's secret it may send only small frames, so a
 /// stranger cannot make the launcher allocate much.
@@ -38,6 +39,7 @@ enum class MsgType : std::uint8_t {
   kStarted = 11,      // daemon -> launcher: the node's ranks were started
   kStatusAsk = 12,    // launcher -> daemon: `sparkrun status` on the launch host asks (id, what)
   kStatusReply = 13,  // daemon -> launcher: its node runner's answer (id, JSON)
+  kReportFile = 14,   // daemon -> launcher: a file of its part of a failed job's report
 };
 
 /// A malformed, unknown, oversized or unexpected message.

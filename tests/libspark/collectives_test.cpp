@@ -287,6 +287,48 @@ TEST(ManyRanks, SixtyFourRanksPassTheCollectivesSuite) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
+// What the shm wire-up costs a rank grows linearly in the node's ranks: its own segment (a
+// mailbox per local rank) plus one mailbox mapped per peer (not every peer's whole segment),
+// and nothing populated ahead of use (after init's barrier only the pages its messages
+// touched). Read from /proc/self/smaps: every mapping of a /dev/shm/spark-* segment but the
+// flight recorder's.
+TEST(ManyRanks, ShmMapsOneMailboxPerPeerAndPopulatesNothing) {
+  RankSpec spec;
+  spec.size = 8;
+  spec.transport = "shm";
+  auto codes = run_ranks(spec, [](CommunicatorImpl& comm, int) {
+    int errors = 0;
+    std::FILE* f = std::fopen("/proc/self/smaps", "r");
+    if (f == nullptr) return kRankSkip;
+    const std::size_t n = 8, mailbox = CommOptions{}.slots * (CommOptions{}.shm_slot_bytes + 64);
+    std::size_t size_kb = 0, rss_kb = 0, maps = 0;
+    bool counting = false;
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      const std::string l(line);
+      if (l.find('-') < l.find(' ') && l.find(" r") != std::string::npos) {  // a mapping's line
+        counting = l.find("/dev/shm/spark-") != std::string::npos &&
+                   l.find("-flight-") == std::string::npos;
+        maps += counting ? 1 : 0;
+      } else if (counting && l.rfind("Size:", 0) == 0) {
+        size_kb += std::stoul(l.substr(5));
+      } else if (counting && l.rfind("Rss:", 0) == 0) {
+        rss_kb += std::stoul(l.substr(4));
+      }
+    }
+    std::fclose(f);
+    RANK_CHECK(maps == n, "%zu shm mappings, expected %zu (its own segment and one per peer)", maps,
+               n);
+    // 2n - 1 mailboxes (n in its own segment, one in each peer's); whole segments were n * n.
+    RANK_CHECK(size_kb * 1024 < (2 * n) * (mailbox + 8192),
+               "%zu KiB of shm mapped for %zu ranks (mailboxes of %zu bytes)", size_kb, n, mailbox);
+    RANK_CHECK(rss_kb * 1024 < 4 * n * 65536, "%zu KiB of shm resident after init", rss_kb);
+    return errors == 0 ? 0 : 1;
+  });
+  if (any_rank_skipped(codes)) GTEST_SKIP() << "no /proc/self/smaps here";
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
 // The fold order is fixed (rank 0, 1, 2, 3): values chosen so that any other order differs.
 TEST(Determinism, FixedRankOrderForF32AndBf16) {
   for (const std::string& transport : test_transports()) {

@@ -3,7 +3,8 @@
 # inside tests/multihost/netns_fixture.sh, which exports MH_*):
 #   netns_status.sh SPARKRUN OBSERVE_RANK
 # First a 3-rank stream job: `sparkrun status` on the launch host answers from the launcher
-# with every host's rows (gathered over the control plane), counters and lanes moving.
+# with every host's rows (gathered over the control plane), counters and lanes moving; its
+# --metrics-port serves one exposition with every host's ranks.
 # Then 3 ranks, one per host, over tcp; rank 1 (host b) stops itself after 80 allreduces. Before the
 # others' timeout `sparkrun status` (from the root namespace: the daemons' sockets are on the
 # shared /dev/shm) shows all 3 ranks of the job, rank 1 stopped and ranks 0 and 2 waiting on it
@@ -25,11 +26,21 @@ cd "$work" || exit 1
 
 # A streaming job: `sparkrun status` on the launch host answers from the launcher, with every
 # host's rows gathered over the control plane ("gathered"), counters moving between two looks.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 SPARK_TRANSPORT=tcp "$sparkrun" --launch-agent "$MH_AGENT" --control-net "$MH_NET" -n 3 \
-  --host "$MH_HOSTS" "$rank" stream 6 >"$work/o" 2>&1 &
+  --host "$MH_HOSTS" --metrics-port "127.0.0.1:$port" "$rank" stream 10 >"$work/o" 2>&1 &
 job=$!
 for _ in $(seq 300); do grep -q READY "$work/o" && break; sleep 0.1; done
 grep -q READY "$work/o" || fail "the stream job never printed READY"
+# --metrics-port across hosts: one exposition with every host's ranks.
+python3 - "$port" "$MH_NS1" "$MH_NS2" "$MH_NS3" <<'PY' || fail "metrics across hosts"
+import re, sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode()
+assert text.count("# TYPE sparkrun_rank_operations counter") == 1, text
+ops = dict(re.findall(r'sparkrun_rank_operations_total\{rank="(\d)",host="([^"]+)"\}', text))
+assert ops == {"0": sys.argv[2], "1": sys.argv[3], "2": sys.argv[4]}, f"ranks and hosts {ops}\n{text}"
+assert text.count("sparkrun_job_failures_total") == 1 and text.endswith("# EOF\n"), text
+PY
 launcher_job=$("$sparkrun" status --list --json | python3 -c '
 import json, sys
 for j in json.load(sys.stdin):

@@ -101,6 +101,36 @@ TEST(Metrics, OpenMetricsTextHasCumulativeBucketsAndEndsWithEof) {
   EXPECT_EQ(text.substr(text.size() - 6), "# EOF\n");
 }
 
+// A multi-host job's exposition: each family once, every host's samples, the launcher's job
+// failures only (Prometheus refuses a family defined twice or a series given twice).
+TEST(Metrics, HostsTextsMergeIntoOneExposition) {
+  RankFlight a = rank(0, {op(3, 0)}), b = rank(1, {op(3, 0)});
+  a.completed = b.completed = 3;
+  a.lanes = {{1, 0, "tcp:0", 100, 0, 0}};
+  const std::string text = merge_openmetrics("job7",
+                                             {openmetrics_text("job7", {{0, "h1", false, &a}}, 0),
+                                              openmetrics_text("job7", {{1, "h2", false, &b}}, 1)},
+                                             1);
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("# TYPE sparkrun_rank_operations counter\n"), 1u) << text;
+  EXPECT_EQ(count("# TYPE sparkrun_lane_bytes counter\n"), 1u) << text;
+  EXPECT_EQ(count("sparkrun_job_failures_total"), 1u) << text;
+  EXPECT_NE(text.find("sparkrun_job_failures_total{job=\"job7\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("sparkrun_rank_operations_total{rank=\"0\",host=\"h1\"} 3\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("sparkrun_rank_operations_total{rank=\"1\",host=\"h2\"} 3\n"),
+            std::string::npos);
+  EXPECT_NE(
+      text.find("sparkrun_lane_bytes_total{rank=\"0\",host=\"h1\",peer=\"1\",lane=\"tcp:0\"} 100"),
+      std::string::npos);
+  EXPECT_EQ(count("# EOF"), 1u);
+  EXPECT_EQ(text.substr(text.size() - 6), "# EOF\n");
+}
+
 TEST(Metrics, AddressIsPortOrIpv4AndPort) {
   const MetricsAddress a = parse_metrics_address("9400");
   EXPECT_EQ(a.ipv4, 0x7f000001u);

@@ -116,7 +116,8 @@ LaunchOptions::LaunchOptions(CLI::App& app, bool pinned_fabric) {
           ->type_name("DIR"));
   add(app.add_option("--metrics-port", o_.metrics_port,
                      "Serve the ranks' counters as OpenMetrics text (Prometheus) on http://"
-                     "ADDR:PORT/ while the job runs (ADDR default 127.0.0.1; one host)")
+                     "ADDR:PORT/ while the job runs (ADDR default 127.0.0.1; across hosts: every "
+                     "host's ranks, on the launch host)")
           ->type_name("[ADDR:]PORT"));
   add(app.add_option("--timeout", timeout_text_, "Stop the whole job after SECONDS and exit 124")
           ->type_name("SECONDS"));

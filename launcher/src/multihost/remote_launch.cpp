@@ -24,6 +24,7 @@
 #include "exit_rules.hpp"
 #include "job_dir.hpp"
 #include "log/log.hpp"
+#include "metrics_server.hpp"
 #include "rank_env.hpp"
 #include "remote_address.hpp"
 #include "remote_agent.hpp"
@@ -125,9 +126,14 @@ class Coordinator {
   void check_finished();
   // `sparkrun status` on the launch host: every node daemon's rows, gathered over the control
   // plane (kStatusAsk / kStatusReply) and answered on this launcher's own status socket.
+  // --metrics-port likewise: every daemon's node runner's OpenMetrics text, merged.
   void start_status_socket();
   void wait_status_request();
   void on_status_request();
+  void start_metrics_server();
+  void wait_metrics_request();
+  void on_metrics_request();
+  std::uint64_t gather(const std::string& what);  // asks every running daemon; the gather's id
   void answer_status(std::uint64_t id);
 
   const MultiHostSpec& spec_;
@@ -149,8 +155,12 @@ class Coordinator {
   std::unique_ptr<JobDir> job_dir_;
   std::unique_ptr<StatusSocket> status_;
   std::unique_ptr<asio::posix::stream_descriptor> status_wait_;  // a dup of status_'s fd
+  std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<asio::posix::stream_descriptor> metrics_wait_;  // a dup of metrics_'s fd
   struct StatusGather {
+    std::string what;  // "status" (req answers) or "metrics" (http answers)
     StatusSocket::Request req;
+    net::Fd http;
     std::map<std::uint32_t, std::string> replies;  // node -> its runner's JSON
     std::size_t asked = 0;
     std::unique_ptr<asio::steady_timer> timer;
@@ -228,10 +238,16 @@ void Coordinator::on_status_request() {
                                   "\n");
     return;
   }
+  const std::uint64_t id = gather("status");
+  status_gathers_[id].req = std::move(*req);
+  if (status_gathers_[id].asked == 0) answer_status(id);
+}
+
+std::uint64_t Coordinator::gather(const std::string& what) {
   const std::uint64_t id = ++next_status_id_;
   StatusGather& g = status_gathers_[id];
-  g.req = std::move(*req);
-  const std::string payload = ctl::encode(ctl::StatusAsk{id, "status"});
+  g.what = what;
+  const std::string payload = ctl::encode(ctl::StatusAsk{id, what});
   for (std::uint32_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].authenticated && !nodes_[i].done && !nodes_[i].lost &&
         server_->send(i, ctl::MsgType::kStatusAsk, payload))
@@ -240,13 +256,45 @@ void Coordinator::on_status_request() {
   g.timer->async_wait([this, id](const boost::system::error_code& ec) {
     if (!ec) answer_status(id);
   });
-  if (g.asked == 0) answer_status(id);
+  return id;
+}
+
+void Coordinator::start_metrics_server() {
+  // Asked for: a port that cannot be had stops the launch (as on one host).
+  metrics_ = std::make_unique<MetricsServer>(*spec_.metrics);
+  metrics_wait_ = std::make_unique<asio::posix::stream_descriptor>(io_, ::dup(metrics_->fd()));
+  wait_metrics_request();
+}
+
+void Coordinator::wait_metrics_request() {
+  metrics_wait_->async_wait(asio::posix::stream_descriptor::wait_read,
+                            [this](const boost::system::error_code& ec) {
+                              if (ec) return;
+                              on_metrics_request();
+                              wait_metrics_request();
+                            });
+}
+
+void Coordinator::on_metrics_request() {
+  net::Fd conn = metrics_->accept_request();
+  if (!conn) return;
+  const std::uint64_t id = gather("metrics");
+  status_gathers_[id].http = std::move(conn);
+  if (status_gathers_[id].asked == 0) answer_status(id);
 }
 
 void Coordinator::answer_status(std::uint64_t id) {
   auto it = status_gathers_.find(id);
   if (it == status_gathers_.end()) return;
   StatusGather& g = it->second;
+  if (g.what == "metrics") {
+    std::vector<std::string> texts;
+    for (const auto& [node, text] : g.replies)
+      if (!text.empty() && text.front() == '#') texts.push_back(text);  // not an error's JSON
+    MetricsServer::answer(g.http, merge_openmetrics(spec_.job_id, texts, code_ ? 1 : 0));
+    status_gathers_.erase(it);
+    return;
+  }
   nlohmann::json j = nlohmann::json::object();
   j["job"] = spec_.job_id;
   j["launcher_pid"] = ::getpid();
@@ -622,6 +670,7 @@ int Coordinator::run() {
   const auto port = server_->local_endpoint().port();
   trace("control plane listening on " + addr.listen + ":" + std::to_string(port));
   start_status_socket();
+  if (spec_.metrics) start_metrics_server();
 
   // Signals arrive through a signalfd (main() blocked them before any thread existed).
   sigset_t set;
@@ -683,6 +732,7 @@ int Coordinator::run() {
   io_.run();
   server_->stop();
   status_wait_.reset();  // before status_ and the job dir
+  metrics_wait_.reset();
   if (!report_files_.empty()) {
     std::string list;
     for (const auto& f : report_files_) list += (list.empty() ? "" : ", ") + f;

@@ -12,6 +12,7 @@
 
 #include "job_plan.hpp"
 #include "line_forwarder.hpp"
+#include "metrics_server.hpp"
 #include "rank_env.hpp"
 
 namespace spark::launch {
@@ -38,6 +39,7 @@ struct MultiHostSpec {
   // A failed job's report on the launch host (the hosts' parts, gathered): --report-dir;
   // empty: report.JOB_ID in $SPARK_REPORT_DIR, else in this process's directory.
   std::string report_dir;
+  std::optional<MetricsAddress> metrics;  // --metrics-port: every host's ranks, merged here
   // The job's first failure (exit code, its line; the line may be empty), once (--max-restarts).
   std::function<void(int code, const std::string& line)> failed;
 };

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include "spark/protocol/number.hpp"
 #include "usage_error.hpp"
@@ -137,6 +138,43 @@ std::string openmetrics_text(const std::string& job_id, const std::vector<RankMe
              number(static_cast<double>(l.busy_ns) / 1e9) + "\n";
   s += "# EOF\n";
   return s;
+}
+
+std::string merge_openmetrics(const std::string& job_id, const std::vector<std::string>& hosts,
+                              int job_failures) {
+  // Families in first-seen order: their TYPE/UNIT/HELP lines once, every text's samples.
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::string, std::string>> family;  // name -> meta, samples
+  std::vector<std::string> texts = {openmetrics_text(job_id, {}, job_failures)};
+  texts.insert(texts.end(), hosts.begin(), hosts.end());
+  for (std::size_t t = 0; t < texts.size(); ++t) {
+    std::string current;
+    bool first_definition = false;
+    std::size_t pos = 0;
+    while (pos < texts[t].size()) {
+      std::size_t end = texts[t].find('\n', pos);
+      if (end == std::string::npos) end = texts[t].size();
+      const std::string line = texts[t].substr(pos, end - pos);
+      pos = end + 1;
+      if (line.empty() || line == "# EOF") continue;
+      if (line.rfind("# TYPE ", 0) == 0) {
+        current = line.substr(7, line.find(' ', 7) - 7);
+        first_definition = family.count(current) == 0;
+        if (first_definition) order.push_back(current);
+      }
+      // The job's failures are the launcher's (the first text): the hosts' are left out.
+      if (t > 0 && current == "sparkrun_job_failures") continue;
+      auto& [meta, samples] = family[current];
+      if (line.rfind("# ", 0) == 0) {
+        if (first_definition) meta += line + "\n";
+      } else {
+        samples += line + "\n";
+      }
+    }
+  }
+  std::string out;
+  for (const auto& name : order) out += family[name].first + family[name].second;
+  return out + "# EOF\n";
 }
 
 MetricsServer::MetricsServer(const MetricsAddress& address)

@@ -31,6 +31,11 @@ struct RankMetrics {
 /// The OpenMetrics exposition (ends with "# EOF").
 std::string openmetrics_text(const std::string& job_id, const std::vector<RankMetrics>& ranks,
                              int job_failures);
+/// One exposition from several hosts' (openmetrics_text's, a multi-host job's node runners),
+/// each family once with every host's samples; the job's failures are `job_failures` (the
+/// hosts' own counts are left out).
+std::string merge_openmetrics(const std::string& job_id, const std::vector<std::string>& hosts,
+                              int job_failures);
 
 class MetricsServer {
  public:
@@ -44,10 +49,12 @@ class MetricsServer {
     net::Fd conn = accept_request();
     if (conn) answer(conn, body());
   }
-
- private:
+  /// serve() in two steps, for a body that comes later: the connection of a GET (none when
+  /// the request was not one: answered 405), then its answer.
   net::Fd accept_request();
   static void answer(net::Fd& conn, const std::string& body);
+
+ private:
   net::Listener listen_;
 };
 

@@ -802,6 +802,8 @@ void Runner::on_status_request() {
     reply = status_reply();
   else if (req->what == "stacks")
     reply = stacks_reply();
+  else if (req->what == "metrics")  // the launcher of a multi-host job merges the hosts' texts
+    reply = metrics_text();
   else
     reply = R"({"error":"unknown request"})"
             "\n";

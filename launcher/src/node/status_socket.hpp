@@ -1,6 +1,7 @@
 // `sparkrun status`'s channel: the node runner listens on a unix socket in its job dir
 // (the dir is 0700, the socket 0600, and every connection's SO_PEERCRED uid must be the job's
-// user). One request line ("status" or "stacks"), one JSON reply, then the connection closes.
+// user). One request line ("status", "stacks" or "metrics"), one reply (JSON; OpenMetrics text
+// for "metrics"), then the connection closes.
 // Both ends are here, so the wire rule exists once.
 #pragma once
 

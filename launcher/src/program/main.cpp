@@ -127,10 +127,6 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started,
     if (!o.topology.empty()) {  // each daemon plans for its live machine (docs/binding.md)
       throw UsageError("--topology plans for one machine: not available with remote hosts");
     }
-    if (!o.metrics_port.empty())  // the daemons' recorders are not gathered (observability.md)
-      throw UsageError(
-          "--metrics-port serves the ranks of one host: not available with remote hosts yet; "
-          "run `sparkrun status` on each host instead");
     MultiHostSpec m;
     m.exports = forwarded.vars;  // the environment rule (forwarded_env.hpp)
     m.working_dir = working_dir(o);
@@ -160,6 +156,7 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started,
     m.nccl_env = o.nccl_env;
     if (!o.report_dir.empty())
       m.report_dir = std::filesystem::absolute(o.report_dir).lexically_normal().string();
+    if (!o.metrics_port.empty()) m.metrics = parse_metrics_address(o.metrics_port);
     return run_with_restarts(restart_policy(o), [&m](const Attempt& a) {
       MultiHostSpec s = m;  // each attempt is a new job (restart_loop.hpp)
       if (a.count > 0) s.job_id = make_job_id();

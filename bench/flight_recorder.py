@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """What the flight recorder costs on the hot path (docs/observability.md): a 1 KiB f32 shm
-allreduce between 2 ranks, with the recorder (SPARK_FLIGHT_RECORDER=64, the default) and
+allreduce between 2 ranks, with the recorder (SPARK_FLIGHT_RECORDER=64, the default; with its
+per-lane counters: bytes per send, blocked and busy time) and
 without it (0), in paired jobs of the same loop (bench/flight_recorder_loop.cpp: ITERS calls
 timed in batches of 100, the median batch). The order alternates per pair (on-off, off-on, ...) so that a drift
 of the machine's load falls on both sides. Target: the recorder's time within 2 % of the
@@ -63,7 +64,7 @@ def main():
                               command="bench/flight_recorder.py " + " ".join(sys.argv[1:]),
                               note=f"{a.pairs} pairs of jobs, each {a.iters} calls timed in batches "
                                    f"of 100 (median batch); the spread is that of the pair ratios")
-        r.row("2 ranks shm, 1 KiB allreduce, recorder (64 ops) vs none", "us",
+        r.row("2 ranks shm, 1 KiB allreduce, recorder (64 ops, per-lane counters) vs none", "us",
               round(statistics.median(on), 4), "<=", peer_name="SPARK_FLIGHT_RECORDER=0",
               peer=round(statistics.median(off), 4), ratio=1.02,
               spread=f"{ratios[0]:.3f}-{ratios[-1]:.3f}")

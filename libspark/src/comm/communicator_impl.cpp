@@ -1,7 +1,9 @@
 #include "comm/communicator_impl.hpp"
 
 #include <algorithm>
+#include <future>
 #include <set>
+#include <system_error>
 
 #include "coll/reduce.hpp"
 #include "log/log.hpp"
@@ -25,6 +27,16 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
     log::line("wireup", "reductions: " + std::string(coll::cpu_isa_name(isa)) + " (at most " +
                             std::string(coll::cpu_isa_name(options_.max_cpu_isa)) +
                             ": SPARK_MAX_CPU_ISA)");
+  // The block-and-wake measurement (0.5-4 ms when ranks share cores) runs on its own thread
+  // beside the wire-up, which spends most of its time waiting for peers, instead of adding
+  // to every rank's start after it. The policy needs the figure only from the first wait.
+  std::future<std::chrono::nanoseconds> wake_cost;
+  if (options_.spin_auto && boot_->size() > 1) {
+    try {
+      wake_cost = std::async(std::launch::async, measure_wake_cost);
+    } catch (const std::system_error&) {  // no thread: measured after the wire-up
+    }
+  }
   wire_up();
   if (recorder_)  // per-lane byte counts, by world rank (sub-communicators share these rows)
     for (int p = 0; p < size_; ++p)
@@ -39,7 +51,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<bootstrap::Bootstrap> boot, C
     wait.oversubscribed = machine_ranks_ > online_cpus() || cpuset_oversubscribed(local_size_);
     wait.local_ranks = machine_ranks_;
     wait.cpus = online_cpus();
-    wait.wake_cost = measure_wake_cost();
+    wait.wake_cost = wake_cost.valid() ? wake_cost.get() : measure_wake_cost();
   }
   wait_policy_ = WaitPolicy(wait);
 }

@@ -198,7 +198,8 @@ TEST(ControlMessages, SmallMessagesKeepTheirBytes) {
   EXPECT_EQ(encode(Fence{0x0102030405060708, "ab"}),
             "\x01\x02\x03\x04\x05\x06\x07\x08\0\0\0\x02"
             "ab"s);
-  EXPECT_EQ(encode(Failed{7, "x"}), "\0\0\0\x07\0\0\0\x01x"s);
+  EXPECT_EQ(encode(Failed{7, "x"}), "\0\0\0\x07\0\0\0\x01x\0"s);
+  EXPECT_EQ(encode(Failed{7, "x", true}), "\0\0\0\x07\0\0\0\x01x\x01"s);
   EXPECT_EQ(encode(Done{3}), "\0\0\0\x03"s);
   EXPECT_EQ(encode(Abort{true, "r"}), "\x01\0\0\0\x01r"s);
   EXPECT_EQ(encode(Abort{false, ""}), "\0\0\0\0\0"s);
@@ -225,7 +226,8 @@ TEST(ControlMessages, SmallMessagesKeepTheirBytes) {
   EXPECT_THROW((void)decode_hello("\x01\x02\x03\x04"s + n + k + "x"), ProtocolError);
   EXPECT_THROW((void)decode_done("\0\0\0\x03\0"s), ProtocolError);
   EXPECT_THROW((void)decode_abort("\x02\0\0\0\0"s), ProtocolError);  // flag 0 or 1 only
-  EXPECT_THROW((void)decode_failed("\0\0\0\x07\0\0\0\x02x"s), ProtocolError);
+  EXPECT_THROW((void)decode_failed("\0\0\0\x07\0\0\0\x02x\0"s), ProtocolError);
+  EXPECT_TRUE(decode_failed("\0\0\0\x07\0\0\0\x01x\x01"s).timed_out);
 }
 
 TEST(ControlAuth, MacsDependOnEverything) {

@@ -9,8 +9,8 @@
 # others' timeout `sparkrun status` (from the root namespace: the daemons' sockets are on the
 # shared /dev/shm) shows all 3 ranks of the job, rank 1 stopped and ranks 0 and 2 waiting on it
 # over tcp. After it: the report folder holds every host's
-# flight recorder file when sparkrun exits (gathered by the launcher into SPARK_REPORT_DIR),
-# rank 1 behind.
+# flight recorder file and its ranks' stacks when sparkrun exits (gathered by the launcher into
+# SPARK_REPORT_DIR), rank 1 behind.
 # Prints PASS or FAIL: <why>.
 set -u
 sparkrun=$1 rank=$2
@@ -121,5 +121,8 @@ for r, host in enumerate(sys.argv[2:]):
     last = ranks[r]["operations"][-1]
     want = 81 if r == 1 else 82
     assert last["seq"] == want, f"rank {r}: last seq {last['seq']}, expected {want}"
+    # A timeout: every host's ranks' stacks, the stopped rank's host's too (told by the abort).
+    stacks = open(os.path.join(report, f"stacks.{host}.txt")).read()
+    assert f"=== rank {r} " in stacks, f"{host}: no stacks of rank {r}:\n{stacks[:2000]}"
 PY
 echo PASS

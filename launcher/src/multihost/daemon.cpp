@@ -84,18 +84,20 @@ class Link {
     send(ctl::MsgType::kFenceUp, ctl::encode(ctl::Fence{seq, std::move(data)}));
   }
 
-  void attach(std::function<void(bool)> stop) {
+  void attach(std::function<void(bool, bool)> stop) {
     std::lock_guard<std::mutex> lock(m_);
     stop_ = std::move(stop);
-    if (stop_ && pending_stop_) stop_(*pending_stop_);
+    if (stop_ && pending_stop_) stop_(*pending_stop_, pending_stuck_);
   }
 
-  void stop(bool now) {
+  // now: SIGKILL at once; stuck: the job failed by a timeout (the ranks' stacks are wanted).
+  void stop(bool now, bool stuck = false) {
     std::lock_guard<std::mutex> lock(m_);
     if (stop_) {
-      stop_(now);
+      stop_(now, stuck);
     } else {
       pending_stop_ = pending_stop_.value_or(false) || now;
+      pending_stuck_ = pending_stuck_ || stuck;
     }
   }
 
@@ -131,9 +133,11 @@ class Link {
         switch (f->type) {
           case ctl::MsgType::kHeartbeat:
             break;
-          case ctl::MsgType::kAbort:
-            stop(ctl::decode_abort(f->payload).now);
+          case ctl::MsgType::kAbort: {
+            const ctl::Abort a = ctl::decode_abort(f->payload);
+            stop(a.now, a.reason == ctl::kAbortTimeout);
             break;
+          }
           case ctl::MsgType::kStatusAsk:
             answer_status(ctl::decode_status_ask(f->payload));
             break;
@@ -215,8 +219,9 @@ class Link {
   std::chrono::milliseconds heartbeat_, timeout_;
   std::mutex m_;
   std::condition_variable cv_;
-  std::function<void(bool)> stop_;
+  std::function<void(bool, bool)> stop_;
   std::optional<bool> pending_stop_;
+  bool pending_stuck_ = false;
   std::map<std::uint64_t, std::function<void(std::string)>> fences_;
   std::uint64_t next_seq_ = 0;
   bool finished_ = false;
@@ -313,10 +318,12 @@ int daemon_main(int argc, char** argv) {
   spec.link.fence = [&link](std::string data, std::function<void(std::string)> complete) {
     link.fence(std::move(data), std::move(complete));
   };
-  spec.link.failed = [&link](int code, const std::string& line) {
-    link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{code, host_line(line)}));
+  spec.link.failed = [&link](int code, const std::string& line, bool timed_out) {
+    link.send(ctl::MsgType::kFailed, ctl::encode(ctl::Failed{code, host_line(line), timed_out}));
   };
-  spec.link.attach = [&link](std::function<void(bool)> stop) { link.attach(std::move(stop)); };
+  spec.link.attach = [&link](std::function<void(bool, bool)> stop) {
+    link.attach(std::move(stop));
+  };
 
   if (!spec.output_dir.empty()) {
     std::error_code ec;

@@ -149,6 +149,7 @@ class Coordinator {
   std::optional<int> code_;
   bool aborting_ = false;
   bool kill_now_sent_ = false;
+  bool timed_out_ = false;  // the first failure is a fail-stop timeout or --timeout
   std::size_t authenticated_ = 0;
   std::map<std::uint64_t, std::vector<std::optional<std::string>>> fences_;
   ExitTracker tracker_;  // for the wording of timeout / interrupt lines
@@ -328,6 +329,7 @@ void Coordinator::answer_status(std::uint64_t id) {
 void Coordinator::fail(int code, const std::string& line, bool print) {
   if (print) say(line);
   if (!code_ && spec_.failed) spec_.failed(code, line);
+  if (!code_ && code == kExitTimeout) timed_out_ = true;  // --timeout
   if (!code_) code_ = code;
   begin_abort(false);
 }
@@ -338,7 +340,9 @@ void Coordinator::begin_abort(bool now) {
   aborting_ = true;
   if (now) kill_now_sent_ = true;
   trace(std::string("group abort on every host") + (now ? " (SIGKILL now)" : ""));
-  const std::string payload = ctl::encode(ctl::Abort{now, code_ ? "job failed" : "stopped"});
+  const std::string payload = ctl::encode(ctl::Abort{now, !code_       ? "stopped"
+                                                          : timed_out_ ? ctl::kAbortTimeout
+                                                                       : "job failed"});
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     if (!nodes_[i].done && !nodes_[i].lost) server_->send(i, ctl::MsgType::kAbort, payload);
   }
@@ -586,6 +590,7 @@ void Coordinator::on_message(std::uint32_t i, const ctl::Frame& f) {
     case ctl::MsgType::kFailed: {
       ctl::Failed fl = ctl::decode_failed(f.payload);
       trace("host " + n.host + ": failed (exit " + std::to_string(fl.code) + ")");
+      if (!code_) timed_out_ = fl.timed_out;
       fail(fl.code, fl.line, false);  // the daemon printed the line already
       return;
     }

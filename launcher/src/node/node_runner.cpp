@@ -288,7 +288,7 @@ void Runner::begin_abort() {
   }
   // Multi-host: the node's first failure goes to the launcher, which stops the other nodes.
   if (spec_.link.failed && tracker_.failed())
-    spec_.link.failed(tracker_.exit_code(), tracker_.failure_line());
+    spec_.link.failed(tracker_.exit_code(), tracker_.failure_line(), timed_out_);
   trace("group abort: SIGTERM to every rank");
   if (spec_.kill_grace_s <= 0) {
     kill_all(SIGKILL);
@@ -902,9 +902,11 @@ int Runner::run() {
 #endif
   if (spec_.link.attach) {
     // The daemon's control link orders stops from its own thread: queue them on the loop.
-    spec_.link.attach([this](bool now) {
-      post([this, now] {
-        // Another host failed: this host's part of the report, before its ranks are stopped.
+    spec_.link.attach([this](bool now, bool stuck) {
+      post([this, now, stuck] {
+        // Another host failed: this host's part of the report, before its ranks are stopped
+        // (with their stacks when the ranks there timed out: every host's ranks are stuck).
+        if (stuck) timed_out_ = true;
         if (!aborting_ && spec_.write_report && !tracker_.failed()) report_failure();
         if (!now) return begin_abort();
         aborting_ = true;

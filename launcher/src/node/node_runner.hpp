@@ -25,11 +25,14 @@ struct NodeLink {
   // Replaces the node-local fence: this node's PMIx contributions go to the launcher;
   // `complete` (callable from any thread, once) gets every node's data back.
   std::function<void(std::string data, std::function<void(std::string all)> complete)> fence;
-  // The node's first failure, right after its line was printed (exit code, that line).
-  std::function<void(int code, const std::string& line)> failed;
+  // The node's first failure, right after its line was printed (exit code, that line, whether
+  // it is a rank's fail-stop timeout).
+  std::function<void(int code, const std::string& line, bool timed_out)> failed;
   // Called with a thread-safe stop function before the ranks start, and with an empty one
-  // before run_node returns. stop(false): group abort (SIGTERM, grace); stop(true): SIGKILL now.
-  std::function<void(std::function<void(bool now)> stop)> attach;
+  // before run_node returns. stop(false, ...): group abort (SIGTERM, grace); stop(true, ...):
+  // SIGKILL now. stuck: the job failed by a fail-stop timeout (or --timeout) elsewhere, so
+  // this host's report part takes its ranks' stacks too.
+  std::function<void(std::function<void(bool now, bool stuck)> stop)> attach;
 };
 
 struct NodeRunSpec {

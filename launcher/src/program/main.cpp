@@ -236,7 +236,7 @@ int launch(const Options& o, std::chrono::steady_clock::time_point started,
     s.output_dir = attempt_output_dir(s.output_dir, a);
     for (auto& v : restart_env(a.count, a.max_restarts, s.base_env, s.exports))
       s.exports.push_back(std::move(v));
-    if (a.report) s.link.failed = [&a](int, const std::string& line) { a.report(line); };
+    if (a.report) s.link.failed = [&a](int, const std::string& line, bool) { a.report(line); };
     const auto trace =
         TraceJob::begin(s.exports);  // SPARK_TRACE: merge the ranks' files at the end
     const int rc = run_node(s);

@@ -74,6 +74,7 @@ template <class Io>
 void layout(Io& io, Message<Failed> auto& m) {
   io.i32(m.code);
   io.bytes(m.line, 64 * 1024);
+  io.flag(m.timed_out, "failure's timeout flag");
 }
 template <class Io>
 void layout(Io& io, Message<Done> auto& m) {

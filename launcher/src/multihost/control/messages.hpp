@@ -54,14 +54,18 @@ struct Fence {
 struct Failed {
   std::int32_t code = 1;
   std::string line;
+  bool timed_out = false;  // a rank's fail-stop timeout: every host's stacks are wanted
 };
 struct Done {
   std::int32_t code = 0;
 };
 struct Abort {
-  bool now = false;  // SIGKILL at once instead of SIGTERM + grace
-  std::string reason;
+  bool now = false;    // SIGKILL at once instead of SIGTERM + grace
+  std::string reason;  // "job failed", kAbortTimeout, "stopped"
 };
+/// Abort's reason when the job failed by a rank's fail-stop timeout or --timeout: every
+/// host's report part then holds its ranks' stacks.
+inline constexpr const char* kAbortTimeout = "timeout";
 /// `sparkrun status` on the launch host: the request ("status") for every daemon's node
 /// runner (status_socket.hpp), and a daemon's answer, its runner's JSON as is.
 struct StatusAsk {

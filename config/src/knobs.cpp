@@ -221,6 +221,11 @@ constexpr Knob kKnobs[] = {
     {"SPARK_TOPOLOGY_XML", "path", "",
      "Load the hwloc topology from this XML file instead of discovering the machine.",
      KnobType::path, KnobOrigin::user, 0, 0, {}},
+    {"SPARK_TOPOLOGY_CACHE", "path", "",
+     "The file that keeps this machine's hwloc topology between launches (reloaded while the "
+     "boot id, online CPUs, binding and hwloc are the same). 0: discover at every launch. "
+     "Unset: sparkrun/topology-HOST.xml in XDG_CACHE_HOME, else in ~/.cache.",
+     KnobType::path, KnobOrigin::user, 0, 0, {}},
     // --- programs sparkrun starts (tool paths) -----------------------------------------------
     {"SPARK_DOCTOR_PROBE", "path", "",
      "The rank-side program `sparkrun doctor LAUNCH-OPTIONS` runs on every rank. Unset: the "

@@ -1,11 +1,18 @@
 #include "spark/topo/topology.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <system_error>
 #include <utility>
 
 #include "spark/topo/error.hpp"
+#include "topology_cache.hpp"
+
+extern char** environ;
 
 namespace spark::topo {
 
@@ -19,7 +26,50 @@ LoadOptions load_options_from_env(const EnvLookup& env) {
     }
     options.xml_path = *xml;
   }
+  const auto cache = env("SPARK_TOPOLOGY_CACHE");
+  if (cache && *cache == "0") return options;
+  if (cache && !cache->empty()) {
+    options.cache_file = *cache;
+    return options;
+  }
+  // A user's cache, per host (a home directory shared by a cluster's hosts keeps one file
+  // for each).
+  std::filesystem::path dir;
+  if (auto xdg = env("XDG_CACHE_HOME"); xdg && !xdg->empty()) {
+    dir = *xdg;
+  } else if (auto home = env("HOME"); home && !home->empty()) {
+    dir = std::filesystem::path(*home) / ".cache";
+  } else {
+    return options;
+  }
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) return options;
+  options.cache_file = dir / "sparkrun" / ("topology-" + std::string(host) + ".xml");
   return options;
+}
+
+std::string machine_key(const std::filesystem::path& sysfs_root) {
+  auto first_line = [&](const char* path) {
+    std::ifstream in(sysfs_root / path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  std::string key = first_line("proc/sys/kernel/random/boot_id") +
+                    " online=" + first_line("sys/devices/system/cpu/online") + " bound=";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) key += std::to_string(c) + ",";
+  }
+  key += " hwloc=" + std::to_string(hwloc_get_api_version());
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "HWLOC_", 6) == 0) key += std::string(" ") + *e;
+  // One line in the cache file.
+  for (char& c : key)
+    if (c == '\n') c = ' ';
+  return key;
 }
 
 namespace {
@@ -73,6 +123,17 @@ Topology Topology::load(const LoadOptions& options) {
                                                    HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING),
           "hwloc_topology_set_flags", source);
   }
+  // The live machine from the cache: the same filters and flags, so the same objects.
+  std::string cache_key;
+  bool from_cache = false;
+  std::optional<std::string> cached;
+  if (!options.xml_path && options.cache_file) {
+    cache_key = options.cache_key.empty() ? machine_key(options.sysfs_root) : options.cache_key;
+    cached = cache::read(*options.cache_file, cache_key);
+    from_cache = cached && hwloc_topology_set_xmlbuffer(guard.topo, cached->data(),
+                                                        static_cast<int>(cached->size() + 1)) ==
+                               0;  // with the NUL
+  }
   if (options.xml_path) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(*options.xml_path, ec)) {
@@ -85,14 +146,23 @@ Topology Topology::load(const LoadOptions& options) {
                           std::strerror(errno) + "); make one with `lstopo --of xml FILE`");
     }
   }
-  if (hwloc_topology_load(guard.topo) != 0) {
+  if (from_cache && hwloc_topology_load(guard.topo) != 0) {
+    // A cache hwloc refuses: discover, as without one.
+    return load(
+        LoadOptions{options.xml_path, options.with_io, options.sysfs_root, std::nullopt, {}});
+  }
+  if (!from_cache && hwloc_topology_load(guard.topo) != 0) {
     throw TopologyError("hwloc could not load " + source + ": " + std::strerror(errno) +
                         (options.xml_path ? "; check that it is an hwloc 2.x XML file with "
                                             "complete_cpuset/complete_nodeset on every object"
                                           : ""));
   }
 
+  if (!options.xml_path && options.cache_file && !from_cache)
+    cache::write(*options.cache_file, cache_key, guard.topo);
+
   Topology t;
+  t.from_cache_ = from_cache;
   t.topo_ = std::exchange(guard.topo, nullptr);
   t.source_ = std::move(source);
   t.with_io_ = options.with_io;
@@ -106,6 +176,7 @@ Topology::Topology(Topology&& other) noexcept
       source_(std::move(other.source_)),
       with_io_(other.with_io_),
       from_xml_(other.from_xml_),
+      from_cache_(other.from_cache_),
       sysfs_root_(std::move(other.sysfs_root_)) {}
 
 Topology& Topology::operator=(Topology&& other) noexcept {
@@ -115,6 +186,7 @@ Topology& Topology::operator=(Topology&& other) noexcept {
     source_ = std::move(other.source_);
     with_io_ = other.with_io_;
     from_xml_ = other.from_xml_;
+    from_cache_ = other.from_cache_;
     sysfs_root_ = std::move(other.sysfs_root_);
   }
   return *this;

@@ -23,13 +23,26 @@ struct LoadOptions {
   /// (tests point it at a fake tree). Not used for XML topologies: those carry the same facts
   /// as object infos.
   std::filesystem::path sysfs_root = "/";
+  /// The live machine's topology kept as XML in this file between loads and parsed instead of
+  /// discovered (~0.1 ms instead of ~1 ms) while `cache_key` is the one it was made under.
+  /// Unset: discovery every time. Not used for XML topologies.
+  std::optional<std::filesystem::path> cache_file;
+  /// What a cached topology must have been made under. Empty: machine_key(sysfs_root).
+  std::string cache_key;
 };
+
+/// This machine as a cached topology must match it: the boot id (a reboot, a new kernel),
+/// the online CPUs, this process's CPU binding (a topology is restricted to it), the hwloc
+/// version and the HWLOC_* variables that steer hwloc's discovery.
+std::string machine_key(const std::filesystem::path& sysfs_root = "/");
 
 /// Looks up an environment variable; nullopt when unset. Lets callers (and tests) decide
 /// where the environment comes from.
 using EnvLookup = std::function<std::optional<std::string>(std::string_view)>;
 
-/// LoadOptions from SPARK_TOPOLOGY_XML (an empty value is an error, not "unset").
+/// LoadOptions from SPARK_TOPOLOGY_XML (an empty value is an error, not "unset") and
+/// SPARK_TOPOLOGY_CACHE (a file; "0": no cache; unset: sparkrun/topology-HOST.xml in
+/// XDG_CACHE_HOME, else in ~/.cache; neither set: no cache).
 LoadOptions load_options_from_env(const EnvLookup& env);
 
 class Topology {
@@ -50,6 +63,8 @@ class Topology {
   const std::string& source() const { return source_; }
   bool has_io() const { return with_io_; }
   bool from_xml() const { return from_xml_; }
+  /// The live machine, parsed from LoadOptions::cache_file rather than discovered.
+  bool from_cache() const { return from_cache_; }
   const std::filesystem::path& sysfs_root() const { return sysfs_root_; }
 
   hwloc_topology_t get() const { return topo_; }
@@ -60,6 +75,7 @@ class Topology {
   std::string source_;
   bool with_io_ = false;
   bool from_xml_ = false;
+  bool from_cache_ = false;
   std::filesystem::path sysfs_root_;
 };
 

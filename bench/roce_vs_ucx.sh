@@ -7,12 +7,12 @@
 # the ratio means anything. Target: at most 1.0x UCX's time at every size (met / NOT met per
 # size, on the medians of the repeats). Writes bench/results/roce_vs_ucx-VARIANT.json for
 # bench/report. Never pass/fail.
-#   bench/roce_vs_ucx.sh [BUILD_DIR] [VARIANT] [REPEATS]     (~10 min on 2 busy cores)
+#   bench/roce_vs_ucx.sh [BUILD_DIR] [VARIANT] [REPEATS] [MAXBYTES]     (MAXBYTES 16 MiB by default)
 # Needs allreduce_perf built, mpicc.openmpi / mpirun (libopenmpi-dev, openmpi-bin) and UCX
 # (libucx0, which Debian's Open MPI depends on).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build} variant=${2:-loaded} reps=${3:-3}
+build=${1:-build} variant=${2:-loaded} reps=${3:-3} hi=${4:-16777216}
 perf=$build/examples/allreduce_perf
 [ -x "$perf" ] || { echo "roce_vs_ucx: $perf not found; build the allreduce_perf target" >&2; exit 1; }
 command -v mpicc.openmpi >/dev/null && command -v orted >/dev/null ||
@@ -22,7 +22,7 @@ lib=/usr/lib/x86_64-linux-gnu
 work=$(mktemp -d /tmp/sparkucx.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mpicc.openmpi -O2 -o "$work/mpi_allreduce" bench/mpi_allreduce.c || exit 1
-printf 'reps=%s\n. /bin/roce_vs_ucx_inside.sh\n' "$reps" >"$work/inside.sh"
+printf 'reps=%s hi=%s\n. /bin/roce_vs_ucx_inside.sh\n' "$reps" "$hi" >"$work/inside.sh"
 # Open MPI's components, help texts and settings, PMIx's components and UCX's modules are
 # dlopen'ed or read at run time: the whole folders go into the initramfs.
 trees=()
@@ -72,8 +72,8 @@ rs = results.ResultSet("roce_vs_ucx", variant, command=command, load=load,
                        note=("2 ranks in 2 qemu VMs (TCG, Soft-RoCE rxe0 over a qemu socket cable)" if where == "pair" else
                              "2 ranks in ONE qemu VM on rxe0 (rxe loopback; UCX's UD wire-up between the two VMs timed out)") +
                             ", float-sum "
-                            "allreduce; libspark SPARK_TRANSPORT=roce vs Open MPI 4.1 --mca pml ucx "
-                            "UCX_NET_DEVICES=rxe0:1" + (f" {ucx_env}" if ucx_env else "") +
+                            "allreduce; libspark SPARK_TRANSPORT=roce vs Open MPI 4.1 --mca pml ucx " +
+                            (ucx_env or "-x UCX_NET_DEVICES=rxe0:1") +
                             "; median of the alternating repeats, slowest rank's mean" +
                             (f"; UCX's lanes: {'; '.join(lanes)}" if lanes else ""))
 print("| size | libspark (us) | UCX (us) | ratio | target <= 1.0x | runs spark / ucx |\n| --- | --- | --- | --- | --- | --- |")

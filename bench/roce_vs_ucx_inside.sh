@@ -40,9 +40,12 @@ RSH
 chmod +x /bin/vm_rsh
 if [ "$node" -eq 2 ]; then
   nc -ll -p 2222 -e /bin/sh &
-  # Until node 1 says it is done (bounded: the wrapper's timeout ends the VM anyway).
-  i=0
-  while [ ! -e /tmp/bench_done ] && [ $i -lt 1800 ]; do sleep 1; i=$((i + 1)); done
+  # Until node 1 says it is done, or its VM is gone (powered off after a failure).
+  i=0 gone=0
+  while [ ! -e /tmp/bench_done ] && [ $i -lt 1800 ] && [ $gone -lt 5 ]; do
+    sleep 5; i=$((i + 5))
+    if ping -c 1 -W 2 10.60.1.1 >/dev/null 2>&1; then gone=0; else gone=$((gone + 1)); fi
+  done
   exit 0
 fi
 remote() { printf '%s\nexit\n' "$*" | nc $peer 2222; }
@@ -70,7 +73,7 @@ spark_run() {  # spark_run ARGS...: rank 0 here, rank 1 on node 2; CSV of rank 0
 }
 mpi_common="--host vm1,vm2 --mca plm_rsh_agent /bin/vm_rsh --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 10.60.1.0/24"
 ucx_run() {  # ucx_run ARGS...: mpirun over both VMs ($mpi_extra: more mpirun options); CSV "bytes,us"
-  timeout -s KILL ${mpi_timeout:-900} mpirun -n 2 $mpi_common --mca pml ucx --mca btl self --mca osc ^ucx \
+  timeout -s KILL ${mpi_timeout:-400} mpirun -n 2 $mpi_common --mca pml ucx --mca btl self --mca osc ^ucx \
     --mca mca_base_component_show_load_errors 0 ${mpi_extra:-} $ucx_env \
     mpi_allreduce "$@" >/tmp/m.out 2>&1
   rc=$?
@@ -79,12 +82,12 @@ ucx_run() {  # ucx_run ARGS...: mpirun over both VMs ($mpi_extra: more mpirun op
 }
 # A first small run with a short bound, its output's UCX lines shown when it fails: a launch
 # that never comes up (remote shell, orted, UCX on rxe) must not hold the whole boot. UCX's
-# defaults first; they wire RC up through UD, and UD between two rxe devices timed out here
-# ("UD endpoint ... unhandled timeout error"), so then tcp over eth1 (the control cable) as
-# UCX's auxiliary transport for the wire-up only, the data still on rc_verbs/rxe0 (the
-# UCXLANES row shows UCX's lanes; node 1's rxe0 counters show what crossed RoCE).
+# RC endpoints are wired up through UD, and UD on rxe with the GID UCX picks by itself (the
+# RoCE v2 ::ffff:a.b.c.d one, index 1) timed out ("UD endpoint ... unhandled timeout error"),
+# with the link-local one (index 0) it works: that first, then UCX's defaults (the UCXLANES
+# row shows UCX's lanes; node 1's rxe0 counters show what crossed RoCE).
 ucx_probe() {
-  for ucx_env in "-x UCX_NET_DEVICES=rxe0:1"; do
+  for ucx_env in "-x UCX_NET_DEVICES=rxe0:1 -x UCX_IB_GID_INDEX=0" "-x UCX_NET_DEVICES=rxe0:1"; do
     echo "UCX probe with '$ucx_env'"
     mpi_timeout=120 mpi_extra="-x UCX_LOG_LEVEL=info" ucx_run -b 1024 -e 1024 -n 2 -w 1 && {
       echo "UCXENV,$ucx_env"
@@ -110,7 +113,7 @@ if [ $failed -ne $f0 ]; then
   # shared-memory transports, RC wired up through UD on the same device.
   where=local
   mpi_common="--host vm1:2 --mca plm_rsh_agent /bin/vm_rsh"
-  ucx_env="-x UCX_NET_DEVICES=rxe0:1 -x UCX_TLS=rc_verbs,ud_verbs,self"
+  ucx_env="-x UCX_NET_DEVICES=rxe0:1 -x UCX_IB_GID_INDEX=0 -x UCX_TLS=rc_verbs,ud_verbs,self"
   echo "UCXWHERE,local"
   run ucx_probe_local ucx_probe_local
 fi
@@ -119,6 +122,7 @@ if [ $failed -ne $f0 ] && [ $where = local ] && [ $failed -gt $((f0 + 1)) ]; the
   remote "touch /tmp/bench_done"
   exit 1
 fi
+ucx_ok=1
 counters() { grep -H . /sys/class/infiniband/rxe0/ports/1/hw_counters/* | sed 's|.*/||'; }
 r=1
 while [ $r -le $reps ]; do
@@ -136,7 +140,7 @@ while [ $r -le $reps ]; do
 done
 # RDMA operations per allreduce: node 1's rxe0 counters over N+1 calls minus over 1 call
 # (the difference leaves out the wire-up / MPI_Init and the final reports), divided by N.
-for s in ${count_sizes-1024 1048576}; do
+for s in ${count_sizes-1024 65536}; do
   n=40
   [ $s -gt 65536 ] && n=10
   for lib in spark ucx; do

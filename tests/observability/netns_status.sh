@@ -28,7 +28,7 @@ cd "$work" || exit 1
 # host's rows gathered over the control plane ("gathered"), counters moving between two looks.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 SPARK_TRANSPORT=tcp "$sparkrun" --launch-agent "$MH_AGENT" --control-net "$MH_NET" -n 3 \
-  --host "$MH_HOSTS" --metrics-port "127.0.0.1:$port" "$rank" stream 10 >"$work/o" 2>&1 &
+  --host "$MH_HOSTS" --metrics-port "127.0.0.1:$port" "$rank" stream 20 >"$work/o" 2>&1 &
 job=$!
 for _ in $(seq 300); do grep -q READY "$work/o" && break; sleep 0.1; done
 grep -q READY "$work/o" || fail "the stream job never printed READY"
@@ -67,7 +67,7 @@ wait "$job" || fail "the stream job failed"
 job=
 
 # The daemons put their parts in SPARK_REPORT_DIR (scripts/test sets one): here, this folder.
-SPARK_REPORT_DIR=$work SPARK_TRANSPORT=tcp SPARKNET_ROCE_TIMEOUT_MS=6000 "$sparkrun" --launch-agent "$MH_AGENT" \
+SPARK_REPORT_DIR=$work SPARK_TRANSPORT=tcp SPARKNET_ROCE_TIMEOUT_MS=12000 "$sparkrun" --launch-agent "$MH_AGENT" \
   --control-net "$MH_NET" -n 3 --host "$MH_HOSTS" "$rank" stop 1 80 >"$work/o" 2>&1 &
 job=$!
 for _ in $(seq 300); do grep -q "DIVERGING rank 1" "$work/o" && break; sleep 0.1; done

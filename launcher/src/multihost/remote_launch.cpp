@@ -29,6 +29,7 @@
 #include "remote_address.hpp"
 #include "remote_agent.hpp"
 #include "spawn.hpp"
+#include "stack_dump.hpp"
 #include "status_socket.hpp"
 #include "stderr_output.hpp"
 
@@ -348,9 +349,12 @@ void Coordinator::begin_abort(bool now) {
   }
   if (!first) return;
   connect_timer_.cancel();
-  // Daemons stop their ranks (SIGTERM, grace, SIGKILL) and report; after that and a margin,
-  // whatever is still running is killed from here.
-  const auto limit = std::chrono::milliseconds(static_cast<long>(spec_.kill_grace_s * 1000)) + 5s;
+  // Daemons collect their ranks' stacks when the job timed out (at most kStackBudget), stop
+  // them (SIGTERM, grace, SIGKILL) and send their report parts; after that and a margin,
+  // whatever is still running is killed from here. Without the stack step's time a daemon
+  // still collecting stacks under load was killed before it sent its part.
+  const auto limit =
+      std::chrono::milliseconds(static_cast<long>(spec_.kill_grace_s * 1000)) + kStackBudget + 5s;
   finish_timer_.expires_after(limit);
   finish_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;

@@ -78,8 +78,6 @@ enum Kind : uint32_t {
   kWatch
 };
 
-// The bound of the stack step (a failed job's report, `sparkrun status --stacks`).
-constexpr std::chrono::seconds kStackBudget{10};
 uint64_t tag(Kind k, uint32_t index = 0) {
   return (static_cast<uint64_t>(k) << 32) | index;
 }
@@ -921,7 +919,9 @@ int Runner::run() {
   loop();
   trace("every rank ended");
   // Segments of ranks that died before unlinking theirs (killed during wire-up).
-  if (const int n = OrphanGuard::remove_shm_leftovers(shm_prefix); n > 0)
+  std::vector<int> own_ranks;
+  for (const auto& r : ranks_) own_ranks.push_back(r.rank);
+  if (const int n = OrphanGuard::remove_shm_leftovers(spec_.job_id, own_ranks); n > 0)
     trace("removed " + std::to_string(n) + " shm segment(s) the ranks left in /dev/shm");
   guard_->disarm();
 #ifdef SPARK_LAUNCH_HAVE_PMIX

@@ -10,11 +10,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <system_error>
+
+#include "spark/protocol/shm_segment.hpp"
 
 namespace spark::launch {
 namespace {
@@ -259,8 +262,21 @@ void OrphanGuard::remove_on_death(const std::string& dir, const std::string& shm
   __atomic_store_n(&area->dir_len, static_cast<unsigned>(dir.size()), __ATOMIC_RELEASE);
 }
 
-int OrphanGuard::remove_shm_leftovers(const std::string& shm_prefix) {
-  return unlink_prefixed("/dev/shm", shm_prefix.c_str());
+int OrphanGuard::remove_shm_leftovers(const std::string& job_id, const std::vector<int>& ranks) {
+  const long fd =
+      syscall(SYS_openat, AT_FDCWD, "/dev/shm", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int count = 0;
+  remove_each_entry(static_cast<int>(fd), [&](const char* name) {
+    const int rank = protocol::shm_segment::rank_of(name, job_id);
+    if (rank < 0 || std::find(ranks.begin(), ranks.end(), rank) == ranks.end() ||
+        syscall(SYS_unlinkat, fd, name, 0) != 0)
+      return false;
+    ++count;
+    return true;
+  });
+  syscall(SYS_close, fd);
+  return count;
 }
 
 void OrphanGuard::disarm() {

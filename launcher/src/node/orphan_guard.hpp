@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace spark::launch {
 
@@ -34,9 +35,11 @@ class OrphanGuard {
   /// name starts with `shm_prefix` (the job's shm segments). Paths of kMaxDir bytes or more
   /// are not taken; a prefix of kMaxPrefix bytes or more is ignored.
   void remove_on_death(const std::string& dir, const std::string& shm_prefix = {});
-  /// Removes the /dev/shm entries whose names start with `shm_prefix` now (the job ended and
-  /// every rank was reaped: what is left, a rank left behind). Returns how many.
-  static int remove_shm_leftovers(const std::string& shm_prefix);
+  /// Removes the /dev/shm segments of job `job_id` that belong to `ranks` now (the job ended
+  /// and every rank was reaped: what is left, a rank left behind; protocol::shm_segment::
+  /// rank_of). Another host's ranks' segments on the same /dev/shm (network namespaces) stay:
+  /// its daemon may still be reading their flight recorders. Returns how many.
+  static int remove_shm_leftovers(const std::string& job_id, const std::vector<int>& ranks);
   /// An orderly exit: the watcher leaves without killing anything, and is reaped here.
   void disarm();
   pid_t pid() const { return pid_; }

@@ -19,6 +19,10 @@ struct StackTarget {
   std::string python_file;  ///< the rank's faulthandler file (may not exist: not Python)
 };
 
+/// The bound of the stack step (a failed job's report, `sparkrun status --stacks`); across
+/// hosts the launcher waits this much longer for daemons that collect stacks before they report.
+inline constexpr std::chrono::seconds kStackBudget{10};
+
 /// The stacks as text, one section per rank ("=== rank R (pid P) ==="). Never takes longer
 /// than `budget` (plus the time to kill what is left).
 std::string collect_stacks(const std::vector<StackTarget>& targets,

@@ -170,6 +170,20 @@ TEST(SlowRank, NamesTheRankAlwaysLateOnce) {
       << lines[0];
 }
 
+TEST(SlowRank, ARankOfAnotherHostIsNotNamed) {
+  // One rank per host: this host reads rank 0 only, which waits on rank 1 at every collective
+  // (the wire's latency; the other host's rank waits on rank 0 alike).
+  SlowRankWatch w;
+  std::vector<std::string> lines;
+  std::uint64_t seq = 10;
+  for (int s = 0; s < SlowRankWatch::kWindowSamples * 2; ++s) {
+    std::vector<RankFlight::Op> a;
+    for (int i = 0; i < 4; ++i, ++seq) a.push_back(op(seq, 0, 1));
+    for (auto& line : w.sample({rank(0, a)}, {{1, "h2"}})) lines.push_back(line);
+  }
+  EXPECT_TRUE(lines.empty()) << lines.front();
+}
+
 TEST(SlowRank, RanksLateByTurnsAreNotNamed) {
   SlowRankWatch w;
   EXPECT_TRUE(watch(w, SlowRankWatch::kWindowSamples * 2, [](std::uint64_t s) {

@@ -4,7 +4,8 @@
 // every kSamplePeriod; a rank that is the late one at >= 90 % of at least 20 sampled
 // operations over the last kWindow gets one warning for the job. Time-slicing of ranks that
 // share CPUs makes a different rank late every few milliseconds: a window of many samples
-// keeps that from reading as one slow rank.
+// keeps that from reading as one slow rank. Only ranks of this node are named (a node reads
+// its own ranks' recorders): another host's rank is late to them by the wire's latency alone.
 #pragma once
 
 #include <chrono>
@@ -37,6 +38,7 @@ class SlowRankWatch {
   std::deque<Sample> window_;
   std::uint64_t counted_up_to_ = 0;  ///< the world's seqs already counted
   std::set<int> warned_;
+  std::set<int> seen_;  ///< ranks whose recorders this node reads (its own)
 };
 
 }  // namespace spark::launch

@@ -7,7 +7,7 @@
 # small wrapper (its rsh agent passes the remote command as one shell string).
 # Open MPI's allreduce is measured with its defaults and with mpi_yield_when_idle=1, and
 # its best per size is the reference. Targets: launch <= 0.3x Open MPI (issue 8); allreduce
-# 1 KiB and 128 KiB <= 1.0x Open MPI's best, 16 MiB ahead of it (issue 17), printed with
+# 1 KiB and 128 KiB <= 0.9x Open MPI's best, 16 MiB ahead of it, printed with
 # met / NOT met and the load. Never part of the pass/fail suite.
 # 1 KiB and 128 KiB run -s iterations (default 1000: with 20 a run of a 70 us call lasted
 # 1.4 ms, and one preemption or the wait policy's first calls moved the row), 16 MiB -i.
@@ -103,8 +103,8 @@ for s in sorted(sp):
     best = min((x for x in (mp.get(s), my.get(s)) if x), key=lambda v: v[0])
     print(f"{s:>9} {st:>10.1f} {mp.get(s, (float('nan'),))[0]:>10.1f} {my.get(s, (float('nan'),))[0]:>14.1f} "
           f"{st / best[0]:>14.2f} {sb:>11.3f} {best[1]:>15.3f}")
-print(f"== targets (issue 17), default settings, load average {l0} at the start, {l1} at the end")
-for s, target, what in ((1024, 1.0, "1 KiB"), (131072, 1.0, "128 KiB"), (16777216, 1.0, "16 MiB")):
+print(f"== targets, default settings, load average {l0} at the start, {l1} at the end")
+for s, target, what in ((1024, 0.9, "1 KiB"), (131072, 0.9, "128 KiB"), (16777216, 1.0, "16 MiB")):
     if s not in sp:
         continue
     best = min((x for x in (mp.get(s), my.get(s)) if x), key=lambda v: v[0])

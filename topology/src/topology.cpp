@@ -147,9 +147,13 @@ Topology Topology::load(const LoadOptions& options) {
     }
   }
   if (from_cache && hwloc_topology_load(guard.topo) != 0) {
-    // A cache hwloc refuses: discover, as without one.
-    return load(
-        LoadOptions{options.xml_path, options.with_io, options.sysfs_root, std::nullopt, {}});
+    // A cache hwloc refuses (a damaged file that its XML reader took at first: hwloc's own
+    // minimal reader, as in the arm64 build, fails only here): discover, as without one, and
+    // replace the file.
+    Topology t =
+        load(LoadOptions{options.xml_path, options.with_io, options.sysfs_root, std::nullopt, {}});
+    cache::write(*options.cache_file, cache_key, t.topo_);
+    return t;
   }
   if (!from_cache && hwloc_topology_load(guard.topo) != 0) {
     throw TopologyError("hwloc could not load " + source + ": " + std::strerror(errno) +

@@ -46,6 +46,11 @@ OpQueue::Ticket OpQueue::submit(Op run, Op complete) {
   return ticket;
 }
 
+namespace {
+// Set while this thread runs an operation's `complete` (a future's callbacks).
+thread_local bool in_completion = false;
+}  // namespace
+
 void OpQueue::run_front(std::unique_lock<std::mutex>& lock) {
   Entry entry = std::move(pending_.front());
   pending_.pop_front();
@@ -62,16 +67,25 @@ void OpQueue::run_front(std::unique_lock<std::mutex>& lock) {
   // another thread take what is queued; and a stop must be seen by a sleeping thread.
   if ((!pending_.empty() || stopping_) && polling_ == 0 && sleeping_ > 0) work_.notify_one();
   if (entry.complete) {
+    const auto it = completing_.insert(entry.ticket);
     lock.unlock();
+    in_completion = true;
     entry.complete();
     entry.complete = nullptr;  // the Work's last reference may go here (make())
+    in_completion = false;
     lock.lock();
+    completing_.erase(it);
+    changed_.notify_all();
   }
 }
 
 void OpQueue::wait(Ticket ticket) {
   std::unique_lock lock(mutex_);
-  while (finished_ < ticket) {
+  const bool own_completion = in_completion;
+  auto earlier_completing = [&] {
+    return !own_completion && !completing_.empty() && *completing_.begin() < ticket;
+  };
+  while (finished_ < ticket || earlier_completing()) {
     if (!running_ && !pending_.empty()) {
       run_front(lock);
     } else {

@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace spark::python {
@@ -58,9 +59,12 @@ class OpQueue {
   OpQueue& operator=(const OpQueue&) = delete;
 
   Ticket submit(Op run, Op complete = nullptr);
-  /// Returns once the operation `ticket` has run (its `complete` may still be running on
-  /// another thread). Runs queued operations in this thread while none is running, so that a
-  /// wait right after submit does not wait for a thread to wake.
+  /// Returns once the operation `ticket` has run and every earlier one has also completed
+  /// (waiting on the last of many finishes all of them, as on a CUDA stream; `ticket`'s own
+  /// `complete` may still be running on another thread). A wait from inside a completion (a
+  /// future callback waiting on a later operation) does not wait for other completions: its
+  /// own is one of them. Runs queued operations in this thread while none is running, so that
+  /// a wait right after submit does not wait for a thread to wake.
   void wait(Ticket ticket);
   bool done(Ticket ticket) const;
   /// The ticket of the last operation submitted (0: none).
@@ -85,7 +89,8 @@ class OpQueue {
   std::condition_variable work_;     // wakes a progress thread
   std::deque<Entry> pending_;
   Ticket submitted_ = 0;
-  Ticket finished_ = 0;  // every ticket <= finished_ has run (they run in order)
+  Ticket finished_ = 0;               // every ticket <= finished_ has run (they run in order)
+  std::multiset<Ticket> completing_;  // tickets whose `complete` runs now (on any thread)
   bool running_ = false;
   int polling_ = 0;   // progress threads looking for work every kPoll (at most one)
   int sleeping_ = 0;  // progress threads asleep until notified

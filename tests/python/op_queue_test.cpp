@@ -124,6 +124,22 @@ TEST(OpQueue, ACompletionMayWaitForALaterOperation) {
 
 // A group destroyed while a callback holds its last Work: the queue's last owner goes on one
 // of its own threads, which cannot join itself (make() hands the destruction to another).
+TEST(OpQueue, WaitingOnTheLastFinishesTheCompletionsBeforeIt) {
+  // The first operation's completion runs long on a progress thread while the caller runs the
+  // second itself: waiting on the second returns only after the first has completed.
+  auto q = OpQueue::make();
+  std::atomic<bool> first_completed{false};
+  const auto first = q->submit([] {},
+                               [&] {
+                                 std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                                 first_completed = true;
+                               });
+  while (!q->done(first)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto second = q->submit([] {});
+  q->wait(second);
+  EXPECT_TRUE(first_completed);
+}
+
 TEST(OpQueue, LastOwnerOnAQueueThread) {
   std::atomic<bool> completed{false};
   {

@@ -85,7 +85,7 @@ export W=$work/late
 mkdir -p "$W"
 out=$work/late.out
 start=$(now_ms)
-TMPDIR=$work/tmp SPARKNET_ROCE_TIMEOUT_MS=300 timeout 50 "$sparkrun" -n 3 --kill-grace 0.5 \
+TMPDIR=$work/tmp SPARKNET_ROCE_TIMEOUT_MS=1000 timeout 50 "$sparkrun" -n 3 --kill-grace 0.5 \
   bash "$work/late.sh" "$prog" healthy 1000000 "$tag" >"$out" 2>&1 &
 sp=$!
 # Up to 30 s: beside the sanitizer suites a job can take that long to start its ranks.

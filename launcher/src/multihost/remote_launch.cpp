@@ -176,12 +176,7 @@ class Coordinator {
 };
 
 std::string Coordinator::report_dir() const {
-  if (!spec_.report_dir.empty()) return spec_.report_dir;
-  std::error_code ec;
-  const char* parent = std::getenv("SPARK_REPORT_DIR");
-  const std::filesystem::path base =
-      parent && *parent ? std::filesystem::absolute(parent, ec) : std::filesystem::current_path(ec);
-  return (base / ("report." + spec_.job_id)).string();
+  return launch::report_dir(spec_.report_dir, spec_.job_id);
 }
 
 void Coordinator::write_report_file(const Node& n, const ctl::ReportFile& f) {

@@ -34,6 +34,15 @@ std::vector<std::string> job_dir_bases() {
   return out;
 }
 
+std::string report_dir(const std::string& given, const std::string& job_id) {
+  if (!given.empty()) return given;
+  std::error_code ec;
+  const char* parent = std::getenv("SPARK_REPORT_DIR");
+  const std::filesystem::path base =
+      parent && *parent ? std::filesystem::absolute(parent, ec) : std::filesystem::current_path(ec);
+  return (base / ("report." + job_id)).string();
+}
+
 pid_t job_dir_owner(std::string_view name) {
   if (name.substr(0, kPrefix.size()) != kPrefix) return 0;
   name.remove_prefix(kPrefix.size());

@@ -32,6 +32,11 @@ std::vector<std::string> job_dir_bases();
 /// The owner's pid in a job dir's name ("sparkrun.PID.XXXXXX"), or 0 when it is not one.
 pid_t job_dir_owner(std::string_view name);
 
+/// A failed job's report folder: `given` (--report-dir) when set, else report.JOB_ID in
+/// SPARK_REPORT_DIR or the working directory. One rule for the node runner (its host's part)
+/// and the launcher (every host's parts, across hosts).
+std::string report_dir(const std::string& given, const std::string& job_id);
+
 /// Removes the job dirs in `base` (sparkrun.PID.*) of this user whose PID no longer exists.
 /// Returns how many.
 int remove_stale_job_dirs(const std::string& base);

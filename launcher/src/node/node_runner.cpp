@@ -611,12 +611,7 @@ std::vector<RankFlight> Runner::read_flights() {
 }
 
 std::string Runner::report_dir() const {
-  if (!spec_.report_dir.empty()) return spec_.report_dir;
-  std::error_code ec;
-  const char* parent = std::getenv("SPARK_REPORT_DIR");
-  const std::filesystem::path base =
-      parent && *parent ? std::filesystem::absolute(parent, ec) : std::filesystem::current_path(ec);
-  return (base / ("report." + spec_.job_id)).string();
+  return launch::report_dir(spec_.report_dir, spec_.job_id);
 }
 
 std::string Runner::write_stacks(const std::string& dir) {
